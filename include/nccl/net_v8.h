@@ -35,8 +35,8 @@ typedef struct {
   ncclResult_t (*deregMr)(void* comm, void* mhandle);
   ncclResult_t (*isend)(void* sendComm, void* data, int size, int tag, void* mhandle,
                         void** request);
-  ncclResult_t (*irecv)(void* recvComm, int n, void** data, int* sizes, int* tags,
-                        void** mhandles, void** request);
+  ncclResult_t (*irecv)(void* recvComm, int n, void** data, int* sizes, int* tags, void** mhandles,
+                        void** request);
   ncclResult_t (*iflush)(void* recvComm, int n, void** data, int* sizes, void** mhandles,
                          void** request);
   ncclResult_t (*test)(void* request, int* done, int* sizes);

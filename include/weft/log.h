@@ -22,8 +22,8 @@ void log_message(ncclDebugLogLevel level, unsigned long flags, const char* file,
 #define WEFT_WARN(...) ::weft::log_message(NCCL_LOG_WARN, NCCL_NET, __FILE__, __LINE__, __VA_ARGS__)
 #define WEFT_INFO(flags, ...) \
   ::weft::log_message(NCCL_LOG_INFO, (flags) | NCCL_NET, __FILE__, __LINE__, __VA_ARGS__)
-#define WEFT_TRACE(...)                                                           \
-  do {                                                                            \
-    if (::weft::log_enabled(NCCL_LOG_TRACE))                                      \
+#define WEFT_TRACE(...)                                                               \
+  do {                                                                                \
+    if (::weft::log_enabled(NCCL_LOG_TRACE))                                          \
       ::weft::log_message(NCCL_LOG_TRACE, NCCL_NET, __FILE__, __LINE__, __VA_ARGS__); \
   } while (0)

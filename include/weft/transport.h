@@ -1,0 +1,118 @@
+// weft's one internal interface, shaped after ncclNet v12. The exported
+// ncclNetPlugin_v6..v12 tables are thin adapters onto it (src/abi/).
+//
+// Ownership: the ABI layer hands out raw pointers to these objects as
+// NCCL's opaque comm/request/mhandle pointers and deletes comms through
+// close_*(). Requests are owned by their comm and recycled after test()
+// reports completion.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "nccl/types.h"
+
+namespace weft {
+
+struct Params;
+
+constexpr int kMaxRecvs = 8;
+constexpr int kMaxRequests = NCCL_NET_MAX_REQUESTS;
+constexpr size_t kHandleSize = NCCL_NET_HANDLE_MAXSIZE;
+
+struct DeviceProperties {
+  std::string name;
+  std::string pci_path;  // empty: not a PCI device
+  uint64_t guid = 0;
+  int ptr_support = NCCL_PTR_HOST;
+  int speed_mbps = 0;
+  int port = 0;
+  float latency_us = 0;
+  int max_comms = 0;
+  int max_recvs = kMaxRecvs;
+  size_t max_p2p_bytes = 0;
+  bool reg_is_global = false;
+  bool force_flush = false;
+};
+
+struct CommConfig {
+  int traffic_class = -1;  // -1: undefined
+};
+
+class Request {
+ public:
+  virtual ~Request() = default;
+  // sizes: one int per receive of the group (nullptr allowed).
+  virtual ncclResult_t test(int* done, int* sizes) = 0;
+};
+
+enum class CommKind : uint32_t { Send = 0x53454e44, Recv = 0x52454356, Listen = 0x4c49534e };
+
+// Common base of everything NCCL holds as a comm pointer, so that a pointer
+// of the wrong kind is reported instead of misused.
+class Comm {
+ public:
+  explicit Comm(CommKind kind) : kind_(kind) {}
+  virtual ~Comm() = default;
+  CommKind kind() const { return kind_; }
+  // Ends the comm. Operations still in flight are cancelled or waited for;
+  // a transport may keep their memory until its endpoint closes.
+  virtual void close() { delete this; }
+
+ private:
+  CommKind kind_;
+};
+
+class DataComm : public Comm {
+ public:
+  using Comm::Comm;
+  virtual ncclResult_t reg_mr(void* data, size_t size, int type, void** mhandle) = 0;
+  virtual ncclResult_t reg_mr_dmabuf(void* data, size_t size, int type, uint64_t offset, int fd,
+                                     void** mhandle) = 0;
+  virtual ncclResult_t dereg_mr(void* mhandle) = 0;
+};
+
+class SendComm : public DataComm {
+ public:
+  SendComm() : DataComm(CommKind::Send) {}
+  virtual ncclResult_t isend(void* data, size_t size, int tag, void* mhandle,
+                             Request** request) = 0;
+};
+
+class RecvComm : public DataComm {
+ public:
+  RecvComm() : DataComm(CommKind::Recv) {}
+  virtual ncclResult_t irecv(int n, void** data, const size_t* sizes, const int* tags,
+                             void** mhandles, Request** request) = 0;
+  virtual ncclResult_t iflush(int n, void** data, const int* sizes, void** mhandles,
+                              Request** request) = 0;
+};
+
+class ListenComm : public Comm {
+ public:
+  ListenComm() : Comm(CommKind::Listen) {}
+  // *recv_comm stays nullptr until a peer has connected.
+  virtual ncclResult_t accept(RecvComm** recv_comm) = 0;
+};
+
+class Transport {
+ public:
+  virtual ~Transport() = default;
+  virtual const char* name() const = 0;
+  virtual int device_count() const = 0;
+  virtual ncclResult_t properties(int dev, DeviceProperties* props) const = 0;
+  // handle: kHandleSize bytes, self-contained.
+  virtual ncclResult_t listen(int dev, void* handle, ListenComm** listen_comm) = 0;
+  // Non-blocking: *send_comm stays nullptr until connected; call again with
+  // the same handle buffer.
+  virtual ncclResult_t connect(int dev, const CommConfig& config, void* handle,
+                               SendComm** send_comm) = 0;
+};
+
+// Picks and opens the transport the parameters ask for. On failure logs why
+// (what was found, which variable to set) and returns an error.
+ncclResult_t make_transport(const Params& params, std::unique_ptr<Transport>* out);
+
+}  // namespace weft

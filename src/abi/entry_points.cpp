@@ -1,0 +1,261 @@
+#include "abi/entry_points.h"
+
+#include <exception>
+#include <mutex>
+#include <new>
+
+#include "abi/plugin_state.h"
+#include "weft/log.h"
+
+namespace weft::abi {
+namespace {
+
+// Runs `body`, converting any exception into an error NCCL can report.
+template <typename Body>
+ncclResult_t guarded(const char* what, Body&& body) noexcept {
+  try {
+    return body();
+  } catch (const std::bad_alloc&) {
+    WEFT_WARN("%s: out of memory", what);
+    return ncclSystemError;
+  } catch (const std::exception& e) {
+    WEFT_WARN("%s: internal error: %s", what, e.what());
+    return ncclInternalError;
+  } catch (...) {
+    WEFT_WARN("%s: unknown internal error", what);
+    return ncclInternalError;
+  }
+}
+
+template <typename T>
+T* comm_as(void* comm, CommKind kind, const char* what) {
+  auto* base = static_cast<Comm*>(comm);
+  if (base == nullptr || base->kind() != kind) {
+    WEFT_WARN("%s: invalid comm pointer %p", what, comm);
+    return nullptr;
+  }
+  return static_cast<T*>(base);
+}
+
+DataComm* data_comm(void* comm, const char* what) {
+  auto* base = static_cast<Comm*>(comm);
+  if (base == nullptr || (base->kind() != CommKind::Send && base->kind() != CommKind::Recv)) {
+    WEFT_WARN("%s: invalid comm pointer %p", what, comm);
+    return nullptr;
+  }
+  return static_cast<DataComm*>(base);
+}
+
+}  // namespace
+
+ncclResult_t init_process(ncclDebugLogger_t logger) {
+  // Pre-v11 NCCL inits once per process and never finalizes: hold one
+  // reference for the life of the process. A failed init may be retried.
+  static std::mutex mutex;
+  static bool held = false;
+  return guarded("init", [&] {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (held) return ncclSuccess;
+    ncclResult_t result = acquire_plugin(logger);
+    held = result == ncclSuccess;
+    return result;
+  });
+}
+
+ncclResult_t init_context(void** ctx, uint64_t comm_id, int traffic_class,
+                          ncclDebugLogger_t logger) {
+  return guarded("init", [&] {
+    if (ctx == nullptr) return ncclInvalidArgument;
+    *ctx = nullptr;
+    ncclResult_t result = acquire_plugin(logger);
+    if (result != ncclSuccess) return result;
+    auto* context = new PluginContext();
+    context->comm_id = comm_id;
+    context->config.traffic_class = traffic_class;
+    *ctx = context;
+    return ncclSuccess;
+  });
+}
+
+ncclResult_t finalize_context(void* ctx) {
+  return guarded("finalize", [&] {
+    // NCCL finalizes even after a failed init, with a NULL ctx.
+    if (ctx == nullptr) return ncclSuccess;
+    delete static_cast<PluginContext*>(ctx);
+    release_plugin();
+    return ncclSuccess;
+  });
+}
+
+CommConfig context_config(void* ctx) {
+  if (ctx == nullptr) return CommConfig{};
+  return static_cast<PluginContext*>(ctx)->config;
+}
+
+ncclResult_t devices(int* ndev) {
+  return guarded("devices", [&] {
+    if (ndev == nullptr) return ncclInvalidArgument;
+    auto transport = transport_or_null("devices");
+    if (!transport) return ncclInvalidUsage;
+    *ndev = transport->device_count();
+    return ncclSuccess;
+  });
+}
+
+ncclResult_t properties(int dev, DeviceProperties* props) {
+  return guarded("getProperties", [&] {
+    auto transport = transport_or_null("getProperties");
+    if (!transport) return ncclInvalidUsage;
+    return transport->properties(dev, props);
+  });
+}
+
+ncclResult_t listen(int dev, void* handle, void** listen_comm) {
+  return guarded("listen", [&] {
+    if (handle == nullptr || listen_comm == nullptr) return ncclInvalidArgument;
+    *listen_comm = nullptr;
+    auto transport = transport_or_null("listen");
+    if (!transport) return ncclInvalidUsage;
+    ListenComm* comm = nullptr;
+    ncclResult_t result = transport->listen(dev, handle, &comm);
+    *listen_comm = static_cast<Comm*>(comm);
+    return result;
+  });
+}
+
+ncclResult_t connect(const CommConfig& config, int dev, void* handle, void** send_comm) {
+  return guarded("connect", [&] {
+    if (handle == nullptr || send_comm == nullptr) return ncclInvalidArgument;
+    *send_comm = nullptr;
+    auto transport = transport_or_null("connect");
+    if (!transport) return ncclInvalidUsage;
+    SendComm* comm = nullptr;
+    ncclResult_t result = transport->connect(dev, config, handle, &comm);
+    *send_comm = static_cast<Comm*>(comm);
+    return result;
+  });
+}
+
+ncclResult_t accept(void* listen_comm, void** recv_comm) {
+  return guarded("accept", [&] {
+    if (recv_comm == nullptr) return ncclInvalidArgument;
+    *recv_comm = nullptr;
+    auto* listener = comm_as<ListenComm>(listen_comm, CommKind::Listen, "accept");
+    if (listener == nullptr) return ncclInvalidArgument;
+    RecvComm* comm = nullptr;
+    ncclResult_t result = listener->accept(&comm);
+    *recv_comm = static_cast<Comm*>(comm);
+    return result;
+  });
+}
+
+ncclResult_t reg_mr(void* comm, void* data, size_t size, int type, void** mhandle) {
+  return guarded("regMr", [&] {
+    if (mhandle == nullptr) return ncclInvalidArgument;
+    *mhandle = nullptr;
+    DataComm* target = data_comm(comm, "regMr");
+    if (target == nullptr) return ncclInvalidArgument;
+    return target->reg_mr(data, size, type, mhandle);
+  });
+}
+
+ncclResult_t reg_mr_dmabuf(void* comm, void* data, size_t size, int type, uint64_t offset, int fd,
+                           void** mhandle) {
+  return guarded("regMrDmaBuf", [&] {
+    if (mhandle == nullptr) return ncclInvalidArgument;
+    *mhandle = nullptr;
+    DataComm* target = data_comm(comm, "regMrDmaBuf");
+    if (target == nullptr) return ncclInvalidArgument;
+    return target->reg_mr_dmabuf(data, size, type, offset, fd, mhandle);
+  });
+}
+
+ncclResult_t dereg_mr(void* comm, void* mhandle) {
+  return guarded("deregMr", [&] {
+    DataComm* target = data_comm(comm, "deregMr");
+    if (target == nullptr) return ncclInvalidArgument;
+    return target->dereg_mr(mhandle);
+  });
+}
+
+ncclResult_t isend(void* send_comm, void* data, size_t size, int tag, void* mhandle,
+                   void** request) {
+  return guarded("isend", [&] {
+    if (request == nullptr) return ncclInvalidArgument;
+    *request = nullptr;
+    auto* comm = comm_as<SendComm>(send_comm, CommKind::Send, "isend");
+    if (comm == nullptr) return ncclInvalidArgument;
+    Request* req = nullptr;
+    ncclResult_t result = comm->isend(data, size, tag, mhandle, &req);
+    *request = req;
+    return result;
+  });
+}
+
+ncclResult_t irecv(void* recv_comm, int n, void** data, const size_t* sizes, const int* tags,
+                   void** mhandles, void** request) {
+  return guarded("irecv", [&] {
+    if (request == nullptr) return ncclInvalidArgument;
+    // NCCL may have left NCCL_NET_OPTIONAL_RECV_COMPLETION here: always overwrite.
+    *request = nullptr;
+    auto* comm = comm_as<RecvComm>(recv_comm, CommKind::Recv, "irecv");
+    if (comm == nullptr) return ncclInvalidArgument;
+    Request* req = nullptr;
+    ncclResult_t result = comm->irecv(n, data, sizes, tags, mhandles, &req);
+    *request = req;
+    return result;
+  });
+}
+
+ncclResult_t iflush(void* recv_comm, int n, void** data, const int* sizes, void** mhandles,
+                    void** request) {
+  return guarded("iflush", [&] {
+    if (request == nullptr) return ncclInvalidArgument;
+    *request = nullptr;
+    auto* comm = comm_as<RecvComm>(recv_comm, CommKind::Recv, "iflush");
+    if (comm == nullptr) return ncclInvalidArgument;
+    Request* req = nullptr;
+    ncclResult_t result = comm->iflush(n, data, sizes, mhandles, &req);
+    *request = req;
+    return result;
+  });
+}
+
+ncclResult_t test(void* request, int* done, int* sizes) {
+  return guarded("test", [&] {
+    if (request == nullptr || done == nullptr) return ncclInvalidArgument;
+    return static_cast<Request*>(request)->test(done, sizes);
+  });
+}
+
+ncclResult_t close_send(void* send_comm) {
+  return guarded("closeSend", [&] {
+    if (send_comm == nullptr) return ncclSuccess;
+    auto* comm = comm_as<SendComm>(send_comm, CommKind::Send, "closeSend");
+    if (comm == nullptr) return ncclInvalidArgument;
+    comm->close();
+    return ncclSuccess;
+  });
+}
+
+ncclResult_t close_recv(void* recv_comm) {
+  return guarded("closeRecv", [&] {
+    if (recv_comm == nullptr) return ncclSuccess;
+    auto* comm = comm_as<RecvComm>(recv_comm, CommKind::Recv, "closeRecv");
+    if (comm == nullptr) return ncclInvalidArgument;
+    comm->close();
+    return ncclSuccess;
+  });
+}
+
+ncclResult_t close_listen(void* listen_comm) {
+  return guarded("closeListen", [&] {
+    if (listen_comm == nullptr) return ncclSuccess;
+    auto* comm = comm_as<ListenComm>(listen_comm, CommKind::Listen, "closeListen");
+    if (comm == nullptr) return ncclInvalidArgument;
+    comm->close();
+    return ncclSuccess;
+  });
+}
+
+}  // namespace weft::abi

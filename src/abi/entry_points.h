@@ -1,0 +1,37 @@
+// Version-independent entry points. Each catches every exception and turns
+// it into an ncclResult_t: nothing throws across the C ABI.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "weft/transport.h"
+
+namespace weft::abi {
+
+ncclResult_t init_process(ncclDebugLogger_t logger);
+ncclResult_t init_context(void** ctx, uint64_t comm_id, int traffic_class,
+                          ncclDebugLogger_t logger);
+ncclResult_t finalize_context(void* ctx);
+ncclResult_t devices(int* ndev);
+ncclResult_t properties(int dev, DeviceProperties* props);
+ncclResult_t listen(int dev, void* handle, void** listen_comm);
+ncclResult_t connect(const CommConfig& config, int dev, void* handle, void** send_comm);
+ncclResult_t accept(void* listen_comm, void** recv_comm);
+ncclResult_t reg_mr(void* comm, void* data, size_t size, int type, void** mhandle);
+ncclResult_t reg_mr_dmabuf(void* comm, void* data, size_t size, int type, uint64_t offset, int fd,
+                           void** mhandle);
+ncclResult_t dereg_mr(void* comm, void* mhandle);
+ncclResult_t isend(void* send_comm, void* data, size_t size, int tag, void* mhandle,
+                   void** request);
+ncclResult_t irecv(void* recv_comm, int n, void** data, const size_t* sizes, const int* tags,
+                   void** mhandles, void** request);
+ncclResult_t iflush(void* recv_comm, int n, void** data, const int* sizes, void** mhandles,
+                    void** request);
+ncclResult_t test(void* request, int* done, int* sizes);
+ncclResult_t close_send(void* send_comm);
+ncclResult_t close_recv(void* recv_comm);
+ncclResult_t close_listen(void* listen_comm);
+CommConfig context_config(void* ctx);
+
+}  // namespace weft::abi

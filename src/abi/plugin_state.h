@@ -1,0 +1,30 @@
+// Process-wide plugin state: the transport, shared by every init. v11+
+// init/finalize come per communicator, older versions once per process; a
+// reference count decides when the transport is torn down.
+#pragma once
+
+#include <memory>
+
+#include "weft/params.h"
+#include "weft/transport.h"
+
+namespace weft::abi {
+
+// Per-communicator context handed to NCCL by v11+ init.
+struct PluginContext {
+  uint64_t comm_id = 0;
+  CommConfig config;
+};
+
+// Takes a reference; opens the transport on the first one.
+ncclResult_t acquire_plugin(ncclDebugLogger_t logger);
+// Drops a reference; closes the transport at the last one. Comms still open
+// keep their own endpoints alive until they are closed.
+void release_plugin();
+
+// The transport, or nullptr (and a logged error) before init.
+std::shared_ptr<Transport> transport_or_null(const char* caller);
+
+const Params& plugin_params();
+
+}  // namespace weft::abi

@@ -1,0 +1,45 @@
+#include <rdma/fi_errno.h>
+
+#include <cerrno>
+
+#include "ofi/comm_base.h"
+#include "weft/log.h"
+
+namespace weft::ofi {
+
+ncclResult_t completion_failure(const char* operation, const Endpoint& endpoint,
+                                const std::string& peer_name, int error, size_t overflow_length,
+                                size_t posted_size, const char* text) {
+  const char* device = endpoint.device_name().c_str();
+  const char* provider = endpoint.provider_name().c_str();
+  if (error == FI_ETRUNC) {
+    WEFT_WARN(
+        "%s from %s on %s (%s): the peer sent %zu bytes more than the %zu-byte receive "
+        "posted for it (message truncated; sender and receiver disagree on sizes)",
+        operation, peer_name.c_str(), device, provider, overflow_length, posted_size);
+    return ncclInvalidUsage;
+  }
+  if (error == FI_ECANCELED) {
+    WEFT_WARN("%s with %s on %s (%s) was cancelled", operation, peer_name.c_str(), device,
+              provider);
+    return ncclInternalError;
+  }
+  WEFT_WARN("%s with %s on %s (%s) failed: %s (%s)", operation, peer_name.c_str(), device, provider,
+            fi_strerror(error), text);
+  switch (error) {
+    case FI_EIO:
+    case FI_ECONNRESET:
+    case FI_ECONNREFUSED:
+    case FI_ECONNABORTED:
+    case FI_ENOTCONN:
+    case FI_ETIMEDOUT:
+    case FI_EHOSTUNREACH:
+    case FI_EREMOTEIO:
+    case FI_ESHUTDOWN:
+      return ncclRemoteError;
+    default:
+      return ncclSystemError;
+  }
+}
+
+}  // namespace weft::ofi

@@ -1,0 +1,124 @@
+#include "ofi/listen_comm.h"
+
+#include <rdma/fi_errno.h>
+#include <rdma/fi_tagged.h>
+
+#include <cstdio>
+
+#include "ofi/tag_layout.h"
+#include "weft/log.h"
+
+namespace weft::ofi {
+
+OfiListenComm::OfiListenComm(std::shared_ptr<Endpoint> endpoint, uint32_t listen_id,
+                             int close_timeout_ms)
+    : endpoint_(std::move(endpoint)),
+      device_name_(endpoint_->device_name()),
+      listen_id_(listen_id),
+      close_timeout_ms_(close_timeout_ms) {
+  op_.target = this;
+  op_.slot = 0;
+}
+
+OfiListenComm::~OfiListenComm() {
+  deregister_memory(device_name_, region_);
+}
+
+ncclResult_t OfiListenComm::start() {
+  ncclResult_t result =
+      register_memory(*endpoint_, buffer_, sizeof(buffer_), NCCL_PTR_HOST, &region_);
+  if (result != ncclSuccess) return result;
+  return post_request_receive();
+}
+
+ncclResult_t OfiListenComm::post_request_receive() {
+  arrived_.store(false, std::memory_order_relaxed);
+  error_.store(0, std::memory_order_relaxed);
+  for (;;) {
+    ssize_t rc = fi_trecv(endpoint_->ep(), buffer_, sizeof(buffer_), descriptor_of(region_),
+                          FI_ADDR_UNSPEC, connect_tag(listen_id_), 0, &op_.provider_context);
+    if (rc == 0) break;
+    if (rc != -FI_EAGAIN) {
+      WEFT_WARN("%s: posting the connect-request receive failed: %s",
+                endpoint_->device_name().c_str(), fi_strerror((int)-rc));
+      return ncclSystemError;
+    }
+    ncclResult_t result = endpoint_->poll();
+    if (result != ncclSuccess) return result;
+  }
+  posted_ = true;
+  return ncclSuccess;
+}
+
+ncclResult_t OfiListenComm::accept(RecvComm** recv_comm) {
+  *recv_comm = nullptr;
+  if (!accepting_) {
+    ncclResult_t result = endpoint_->poll();
+    if (result != ncclSuccess) return result;
+    if (!arrived_.load(std::memory_order_acquire)) return ncclSuccess;
+    posted_ = false;
+    if (int error = error_.load(std::memory_order_relaxed)) {
+      WEFT_WARN("%s: receiving a connect request failed: %s (%s)", endpoint_->device_name().c_str(),
+                fi_strerror(error), error_text_);
+      return ncclSystemError;
+    }
+    ConnectRequest request;
+    std::string problem;
+    bool valid = decode_connect_request(buffer_, length_, &request, &problem);
+    if (!valid) {
+      // Not fatal for this listener: a stray or corrupt request is dropped.
+      WEFT_WARN("%s: ignoring a connect request: %s", endpoint_->device_name().c_str(),
+                problem.c_str());
+      return post_request_receive();
+    }
+    CommSetup setup;
+    setup.endpoint = endpoint_;
+    setup.close_timeout_ms = close_timeout_ms_;
+    setup.peer_name = endpoint_->address_to_string(request.address, request.address_size);
+    result = endpoint_->insert_address(request.address, request.address_size, &setup.peer);
+    if (result != ncclSuccess) {
+      post_request_receive();
+      return result;
+    }
+    accepting_ = std::make_unique<OfiRecvComm>(std::move(setup), endpoint_->next_id(),
+                                               request.connector_comm_id);
+    result = post_request_receive();
+    if (result != ncclSuccess) return result;
+  }
+  bool posted = false;
+  ncclResult_t result = accepting_->post_ack(&posted);
+  if (result != ncclSuccess || !posted) return result;
+  *recv_comm = accepting_.release();
+  return ncclSuccess;
+}
+
+void OfiListenComm::close() {
+  if (accepting_) accepting_.release()->close();
+  if (posted_ && !arrived_.load(std::memory_order_acquire)) {
+    fi_cancel(&endpoint_->ep()->fid, &op_.provider_context);
+    bool idle = drain(*endpoint_, close_timeout_ms_,
+                      [this] { return arrived_.load(std::memory_order_acquire); });
+    if (!idle) {
+      std::shared_ptr<Endpoint> keep = std::move(endpoint_);
+      keep->adopt(std::unique_ptr<Comm>(this));
+      return;
+    }
+  }
+  delete this;
+}
+
+void OfiListenComm::on_complete(uint32_t, size_t length) {
+  length_ = length;
+  arrived_.store(true, std::memory_order_release);
+}
+
+void OfiListenComm::on_error(uint32_t, int error, size_t, const char* text) {
+  if (error != FI_ECANCELED) {
+    std::snprintf(error_text_, sizeof(error_text_), "%s", text);
+    error_.store(error, std::memory_order_relaxed);
+  }
+  length_ = 0;
+  arrived_.store(true, std::memory_order_release);
+}
+
+}  // namespace weft::ofi

@@ -1,0 +1,45 @@
+// Listening side: a tagged receive for connect requests addressed to this
+// listener's id. accept() turns each request into a receive comm.
+#pragma once
+
+#include <atomic>
+#include <memory>
+
+#include "ofi/comm_base.h"
+#include "ofi/connection_messages.h"
+#include "ofi/recv_comm.h"
+
+namespace weft::ofi {
+
+class OfiListenComm final : public ListenComm, public CompletionTarget {
+ public:
+  OfiListenComm(std::shared_ptr<Endpoint> endpoint, uint32_t listen_id, int close_timeout_ms);
+  ~OfiListenComm() override;
+
+  // Registers the request buffer and posts the first receive.
+  ncclResult_t start();
+  ncclResult_t accept(RecvComm** recv_comm) override;
+  void close() override;
+
+  void on_complete(uint32_t slot, size_t length) override;
+  void on_error(uint32_t slot, int error, size_t overflow_length, const char* text) override;
+
+ private:
+  ncclResult_t post_request_receive();
+
+  std::shared_ptr<Endpoint> endpoint_;
+  std::string device_name_;
+  uint32_t listen_id_;
+  int close_timeout_ms_;
+  void* region_ = nullptr;
+  bool posted_ = false;
+  std::atomic<bool> arrived_{false};
+  std::atomic<int> error_{0};
+  size_t length_ = 0;
+  char error_text_[160] = {};
+  OpContext op_;
+  uint8_t buffer_[kConnectRequestSize] = {};
+  std::unique_ptr<OfiRecvComm> accepting_;  // created, acknowledgement not yet posted
+};
+
+}  // namespace weft::ofi

@@ -1,0 +1,109 @@
+// A send or (grouped) receive in flight. Completions may be delivered by
+// any thread polling the shared endpoint; the owning comm's thread reads
+// the result after `pending_` drops to zero (acquire/release pairing).
+#pragma once
+
+#include <atomic>
+#include <cstdio>
+#include <cstring>
+
+#include "ofi/completion.h"
+#include "weft/transport.h"
+
+namespace weft::ofi {
+
+class RequestOwner {
+ public:
+  // Drives progress (polls the endpoint, posts what is still unposted).
+  virtual ncclResult_t progress() = 0;
+  // Hands a finished request back to the comm's pool.
+  virtual void recycle(Request* request) = 0;
+  // Error code for a failed completion, with the peer named in the log.
+  virtual ncclResult_t report_failure(int error, size_t overflow_length, size_t posted_size,
+                                      const char* text) = 0;
+
+ protected:
+  ~RequestOwner() = default;
+};
+
+template <int MaxOps>
+class OfiRequest final : public Request, public CompletionTarget {
+ public:
+  OfiRequest() {
+    for (int i = 0; i < MaxOps; ++i) {
+      ops_[i].target = this;
+      ops_[i].slot = static_cast<uint32_t>(i);
+    }
+  }
+
+  // Sends report their posted size: providers leave a send's length undefined.
+  void start(RequestOwner* owner, int count, bool is_send) {
+    owner_ = owner;
+    is_send_ = is_send;
+    count_ = count;
+    error_.store(0, std::memory_order_relaxed);
+    pending_.store(count, std::memory_order_relaxed);
+  }
+
+  OpContext* op(int slot) { return &ops_[slot]; }
+  void set_posted_size(int slot, size_t size) { posted_sizes_[slot] = size; }
+  size_t posted_size(int slot) const { return posted_sizes_[slot]; }
+  int count() const { return count_; }
+  bool finished() const { return pending_.load(std::memory_order_acquire) == 0; }
+  // For ops that will never be posted (the comm is closing).
+  void drop_unposted(int unposted) { pending_.fetch_sub(unposted, std::memory_order_acq_rel); }
+
+  ncclResult_t test(int* done, int* sizes) override {
+    *done = 0;
+    if (!finished()) {
+      ncclResult_t result = owner_->progress();
+      if (result != ncclSuccess) return result;
+      if (!finished()) return ncclSuccess;
+    }
+    RequestOwner* owner = owner_;
+    int error = error_.load(std::memory_order_relaxed);
+    if (error != 0) {
+      ncclResult_t result =
+          owner->report_failure(error, error_overflow_, posted_sizes_[error_slot_], error_text_);
+      owner->recycle(this);
+      return result;
+    }
+    if (sizes != nullptr) {
+      for (int i = 0; i < count_; ++i) sizes[i] = static_cast<int>(lengths_[i]);
+    }
+    *done = 1;
+    owner->recycle(this);
+    return ncclSuccess;
+  }
+
+  void on_complete(uint32_t slot, size_t length) override {
+    lengths_[slot] = is_send_ ? posted_sizes_[slot] : length;
+    pending_.fetch_sub(1, std::memory_order_acq_rel);
+  }
+
+  void on_error(uint32_t slot, int error, size_t overflow_length, const char* text) override {
+    int expected = 0;
+    if (error_.compare_exchange_strong(expected, error, std::memory_order_acq_rel)) {
+      error_slot_ = slot;
+      error_overflow_ = overflow_length;
+      std::snprintf(error_text_, sizeof(error_text_), "%s", text);
+    }
+    lengths_[slot] = 0;
+    pending_.fetch_sub(1, std::memory_order_acq_rel);
+  }
+
+ private:
+  OpContext ops_[MaxOps];
+  size_t lengths_[MaxOps] = {};
+  size_t posted_sizes_[MaxOps] = {};
+  RequestOwner* owner_ = nullptr;
+  int count_ = 0;
+  bool is_send_ = false;
+  std::atomic<int> pending_{0};
+  std::atomic<int> error_{0};
+  uint32_t error_slot_ = 0;
+  size_t error_overflow_ = 0;
+  char error_text_[160] = {};
+};
+
+}  // namespace weft::ofi

@@ -1,0 +1,163 @@
+#include "ofi/ofi_transport.h"
+
+#include <chrono>
+#include <cstring>
+#include <random>
+
+#include "ofi/connection_messages.h"
+#include "ofi/listen_comm.h"
+#include "weft/log.h"
+
+namespace weft::ofi {
+
+ncclResult_t OfiTransport::create(const Params& params, std::unique_ptr<Transport>* out) {
+  std::vector<DiscoveredDevice> discovered;
+  ncclResult_t result = discover_devices(params, &discovered);
+  if (result != ncclSuccess) return result;
+  std::unique_ptr<OfiTransport> transport(new OfiTransport());
+  transport->params_ = params;
+  for (auto& found : discovered) {
+    auto device = std::make_unique<Device>();
+    device->provider_hash = hash_name(std::string(found.info->fabric_attr->prov_name) + "/" +
+                                      std::to_string(found.info->addr_format));
+    WEFT_INFO(NCCL_INIT, "device %zu: %s (provider %s, %d Mbps%s%s)", transport->devices_.size(),
+              found.properties.name.c_str(), found.info->fabric_attr->prov_name,
+              found.properties.speed_mbps, found.properties.pci_path.empty() ? "" : ", ",
+              found.properties.pci_path.c_str());
+    device->discovered = std::move(found);
+    transport->devices_.push_back(std::move(device));
+  }
+  // Cookies from another process or an earlier transport must not match.
+  std::random_device random;
+  transport->cookie_base_ =
+      (static_cast<uint64_t>(random()) << 32) ^
+      static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+  *out = std::move(transport);
+  return ncclSuccess;
+}
+
+OfiTransport::~OfiTransport() {
+  std::lock_guard<std::mutex> lock(pending_mutex_);
+  for (auto& entry : pending_) entry.second.release()->close();
+  pending_.clear();
+}
+
+bool OfiTransport::valid_device(int dev, const char* caller) const {
+  if (dev >= 0 && dev < device_count()) return true;
+  WEFT_WARN("%s: device %d does not exist (weft has %d)", caller, dev, device_count());
+  return false;
+}
+
+ncclResult_t OfiTransport::properties(int dev, DeviceProperties* props) const {
+  if (!valid_device(dev, "getProperties")) return ncclInvalidArgument;
+  *props = devices_[dev]->discovered.properties;
+  return ncclSuccess;
+}
+
+ncclResult_t OfiTransport::endpoint_for(int dev, std::shared_ptr<Endpoint>* out) {
+  Device& device = *devices_[dev];
+  std::lock_guard<std::mutex> lock(device.mutex);
+  if (!device.endpoint) {
+    EndpointOptions options;
+    options.cq_read_count = static_cast<int>(params_.ofi_cq_read_count);
+    options.cq_size = static_cast<int>(params_.ofi_cq_size);
+    ncclResult_t result = Endpoint::open(
+        device.discovered.info.get(), device.discovered.properties.name, options, &device.endpoint);
+    if (result != ncclSuccess) return result;
+  }
+  *out = device.endpoint;
+  return ncclSuccess;
+}
+
+ncclResult_t OfiTransport::listen(int dev, void* handle, ListenComm** listen_comm) {
+  if (!valid_device(dev, "listen")) return ncclInvalidArgument;
+  std::shared_ptr<Endpoint> endpoint;
+  ncclResult_t result = endpoint_for(dev, &endpoint);
+  if (result != ncclSuccess) return result;
+  if (endpoint->local_address_size() > kMaxAddressSize) {
+    WEFT_WARN("%s: endpoint address of %zu bytes does not fit in a %zu-byte handle",
+              endpoint->device_name().c_str(), endpoint->local_address_size(), kMaxAddressSize);
+    return ncclInternalError;
+  }
+  uint32_t listen_id = endpoint->next_id();
+  auto comm = std::make_unique<OfiListenComm>(endpoint, listen_id,
+                                              static_cast<int>(params_.close_timeout_ms));
+  result = comm->start();
+  if (result != ncclSuccess) {
+    comm.release()->close();
+    return result;
+  }
+  ListenHandle encoded;
+  encoded.provider_hash = devices_[dev]->provider_hash;
+  encoded.listen_id = listen_id;
+  encoded.address_size = static_cast<uint8_t>(endpoint->local_address_size());
+  std::memcpy(encoded.address, endpoint->local_address(), encoded.address_size);
+  encode_handle(encoded, handle);
+  *listen_comm = comm.release();
+  return ncclSuccess;
+}
+
+ncclResult_t OfiTransport::connect(int dev, const CommConfig&, void* handle, SendComm** send_comm) {
+  *send_comm = nullptr;
+  if (!valid_device(dev, "connect")) return ncclInvalidArgument;
+  ListenHandle decoded;
+  std::string error;
+  if (!decode_handle(handle, kHandleSize, &decoded, &error)) {
+    WEFT_WARN("connect on %s: %s", devices_[dev]->discovered.properties.name.c_str(),
+              error.c_str());
+    return ncclInvalidArgument;
+  }
+  if (decoded.provider_hash != devices_[dev]->provider_hash) {
+    WEFT_WARN(
+        "connect on %s: the peer listens with a different libfabric provider or address "
+        "format than this device (%s); set the same WEFT_OFI_PROVIDER on every node",
+        devices_[dev]->discovered.properties.name.c_str(),
+        devices_[dev]->discovered.info->fabric_attr->prov_name);
+    return ncclInvalidUsage;
+  }
+
+  std::unique_ptr<OfiSendComm> comm;
+  uint64_t cookie = decoded.connect_cookie;
+  {
+    std::lock_guard<std::mutex> lock(pending_mutex_);
+    auto it = cookie == 0 ? pending_.end() : pending_.find(cookie);
+    if (it != pending_.end()) {
+      comm = std::move(it->second);
+      pending_.erase(it);
+    }
+  }
+  if (!comm) {
+    std::shared_ptr<Endpoint> endpoint;
+    ncclResult_t result = endpoint_for(dev, &endpoint);
+    if (result != ncclSuccess) return result;
+    CommSetup setup;
+    setup.endpoint = endpoint;
+    setup.close_timeout_ms = static_cast<int>(params_.close_timeout_ms);
+    setup.peer_name = endpoint->address_to_string(decoded.address, decoded.address_size);
+    result = endpoint->insert_address(decoded.address, decoded.address_size, &setup.peer);
+    if (result != ncclSuccess) return result;
+    comm = std::make_unique<OfiSendComm>(std::move(setup), endpoint->next_id(), decoded.listen_id);
+    std::lock_guard<std::mutex> lock(pending_mutex_);
+    cookie = cookie_base_ + next_cookie_++;
+    if (cookie == 0) cookie = cookie_base_ + next_cookie_++;
+  }
+
+  bool connected = false;
+  ncclResult_t result = comm->step_connect(&connected);
+  if (result != ncclSuccess) {
+    comm.release()->close();
+    store_connect_cookie(handle, 0);
+    return result;
+  }
+  if (connected) {
+    store_connect_cookie(handle, 0);
+    *send_comm = comm.release();
+    return ncclSuccess;
+  }
+  store_connect_cookie(handle, cookie);
+  std::lock_guard<std::mutex> lock(pending_mutex_);
+  pending_.emplace(cookie, std::move(comm));
+  return ncclSuccess;
+}
+
+}  // namespace weft::ofi

@@ -1,0 +1,52 @@
+// The libfabric transport: one device per provider domain, tagged
+// two-sided messaging over a shared RDM endpoint per device.
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+#include "ofi/endpoint.h"
+#include "ofi/provider_discovery.h"
+#include "ofi/send_comm.h"
+#include "weft/params.h"
+#include "weft/transport.h"
+
+namespace weft::ofi {
+
+class OfiTransport final : public Transport {
+ public:
+  static ncclResult_t create(const Params& params, std::unique_ptr<Transport>* out);
+  ~OfiTransport() override;
+
+  const char* name() const override { return "ofi"; }
+  int device_count() const override { return static_cast<int>(devices_.size()); }
+  ncclResult_t properties(int dev, DeviceProperties* props) const override;
+  ncclResult_t listen(int dev, void* handle, ListenComm** listen_comm) override;
+  ncclResult_t connect(int dev, const CommConfig& config, void* handle,
+                       SendComm** send_comm) override;
+
+ private:
+  struct Device {
+    DiscoveredDevice discovered;
+    uint32_t provider_hash = 0;
+    std::mutex mutex;
+    std::shared_ptr<Endpoint> endpoint;
+  };
+
+  OfiTransport() = default;
+  ncclResult_t endpoint_for(int dev, std::shared_ptr<Endpoint>* out);
+  bool valid_device(int dev, const char* caller) const;
+
+  Params params_;
+  std::vector<std::unique_ptr<Device>> devices_;
+  std::mutex pending_mutex_;
+  // Connections whose acknowledgement has not arrived, keyed by the cookie
+  // stored in the caller's copy of the handle.
+  std::unordered_map<uint64_t, std::unique_ptr<OfiSendComm>> pending_;
+  uint64_t cookie_base_ = 0;
+  uint64_t next_cookie_ = 1;
+};
+
+}  // namespace weft::ofi

@@ -1,0 +1,193 @@
+#include "ofi/provider_discovery.h"
+
+#include <rdma/fi_errno.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "ofi/connection_messages.h"
+#include "weft/log.h"
+
+namespace weft::ofi {
+namespace {
+
+constexpr uint64_t kMaxMessageBytes = 1ull << 40;  // NCCL's limit for maxP2pBytes
+
+std::vector<std::string> split(const std::string& text, char separator) {
+  std::vector<std::string> parts;
+  std::stringstream stream(text);
+  std::string part;
+  while (std::getline(stream, part, separator)) {
+    if (!part.empty()) parts.push_back(part);
+  }
+  return parts;
+}
+
+std::string core_provider(const std::string& provider_name) {
+  return provider_name.substr(0, provider_name.find(';'));
+}
+
+InfoPtr make_hints(const std::string& provider) {
+  InfoPtr hints(fi_allocinfo());
+  if (!hints) return hints;
+  hints->caps = FI_TAGGED | FI_SEND | FI_RECV;
+  hints->mode = FI_CONTEXT | FI_CONTEXT2;
+  hints->ep_attr->type = FI_EP_RDM;
+  hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
+  hints->domain_attr->threading = FI_THREAD_SAFE;
+  // Matching relies on messages of one comm and tag staying in order.
+  hints->tx_attr->msg_order = FI_ORDER_SAS;
+  hints->rx_attr->msg_order = FI_ORDER_SAS;
+  if (!provider.empty()) hints->fabric_attr->prov_name = strdup(provider.c_str());
+  return hints;
+}
+
+std::string sysfs_realpath(const std::string& path) {
+  char resolved[PATH_MAX];
+  if (realpath(path.c_str(), resolved) == nullptr) return {};
+  return resolved;
+}
+
+std::string pci_path_of(const fi_info* info) {
+  if (info->nic != nullptr && info->nic->bus_attr != nullptr &&
+      info->nic->bus_attr->bus_type == FI_BUS_PCI) {
+    const fi_pci_attr& pci = info->nic->bus_attr->attr.pci;
+    char name[64];
+    std::snprintf(name, sizeof(name), "/sys/bus/pci/devices/%04x:%02x:%02x.%x", pci.domain_id,
+                  pci.bus_id, pci.device_id, pci.function_id);
+    return sysfs_realpath(name);
+  }
+  // Software providers name a netdev as their domain: use its PCI device if
+  // it has one (virtual devices such as lo or veth do not).
+  std::string device =
+      sysfs_realpath("/sys/class/net/" + std::string(info->domain_attr->name) + "/device");
+  if (device.find("/pci") == std::string::npos) return {};
+  return device;
+}
+
+int speed_mbps_of(const fi_info* info) {
+  if (info->nic != nullptr && info->nic->link_attr != nullptr && info->nic->link_attr->speed > 0) {
+    return static_cast<int>(std::min<uint64_t>(info->nic->link_attr->speed / 1000000, INT_MAX));
+  }
+  std::ifstream speed("/sys/class/net/" + std::string(info->domain_attr->name) + "/speed");
+  int mbps = 0;
+  if (speed >> mbps && mbps > 0) return mbps;
+  return 0;  // unknown: NCCL assumes 10 Gbps
+}
+
+uint64_t guid_of(const std::string& provider, const std::string& domain) {
+  // Stable per provider and domain, so NCCL sees one port per device.
+  uint64_t hash = 1469598103934665603ull;
+  for (unsigned char c : provider + "/" + domain) {
+    hash ^= c;
+    hash *= 1099511628211ull;
+  }
+  return hash;
+}
+
+DeviceProperties properties_of(const fi_info* info, const std::string& name, const Params& params) {
+  DeviceProperties props;
+  props.name = name;
+  props.pci_path = pci_path_of(info);
+  props.guid = guid_of(info->fabric_attr->prov_name, info->domain_attr->name);
+  props.ptr_support = NCCL_PTR_HOST;
+  props.speed_mbps = speed_mbps_of(info);
+  props.port = 1;
+  props.latency_us = 0;
+  props.max_comms = 1 << 20;
+  props.max_recvs = kMaxRecvs;
+  uint64_t max_message = std::min<uint64_t>(info->ep_attr->max_msg_size, kMaxMessageBytes);
+  if (params.max_p2p_bytes != 0) max_message = std::min(max_message, params.max_p2p_bytes);
+  props.max_p2p_bytes = max_message;
+  return props;
+}
+
+}  // namespace
+
+bool is_rdma_provider(const std::string& provider_name) {
+  static const std::set<std::string> rdma = {"efa", "verbs", "cxi", "psm3", "psm2", "opx", "usnic"};
+  return rdma.count(core_provider(provider_name)) > 0;
+}
+
+bool domain_selected(const std::string& filter, const std::string& domain) {
+  if (filter.empty()) return true;
+  bool exclude = filter[0] == '^';
+  auto names = split(exclude ? filter.substr(1) : filter, ',');
+  bool listed = std::find(names.begin(), names.end(), domain) != names.end();
+  return exclude ? !listed : listed;
+}
+
+ncclResult_t discover_devices(const Params& params, std::vector<DiscoveredDevice>* devices) {
+  devices->clear();
+  const std::string& provider = params.ofi_provider;
+  InfoPtr hints = make_hints(provider);
+  if (!hints) return ncclSystemError;
+  fi_info* found = nullptr;
+  int rc = fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, hints.get(), &found);
+  InfoPtr all(found);
+  if (rc != 0 || !all) {
+    if (!provider.empty()) {
+      WEFT_WARN(
+          "libfabric provider '%s' (WEFT_OFI_PROVIDER) offers no reliable-datagram "
+          "endpoint with tagged messages: %s. Check `fi_info -p %s -t FI_EP_RDM`",
+          provider.c_str(), fi_strerror(-rc), provider.c_str());
+    } else {
+      WEFT_WARN(
+          "no libfabric provider offers a reliable-datagram endpoint with tagged messages "
+          "(%s)",
+          fi_strerror(-rc));
+    }
+    return ncclSystemError;
+  }
+
+  std::set<std::string> names;
+  std::set<std::string> skipped_providers;
+  for (fi_info* info = all.get(); info != nullptr; info = info->next) {
+    std::string prov = info->fabric_attr->prov_name;
+    std::string domain = info->domain_attr->name;
+    if (provider.empty() && !is_rdma_provider(prov)) {
+      skipped_providers.insert(prov);
+      continue;
+    }
+    if (!domain_selected(params.ofi_domain, domain)) continue;
+    std::string name = domain;
+    bool seen = false;
+    for (const auto& device : *devices) {
+      if (device.info->fabric_attr->prov_name == prov && device.info->domain_attr->name == domain) {
+        seen = true;  // later entries for a domain are less preferred variants
+      }
+    }
+    if (seen) continue;
+    if (names.count(name)) name = domain + ":" + core_provider(prov);
+    names.insert(name);
+    DiscoveredDevice device;
+    device.info.reset(fi_dupinfo(info));
+    if (!device.info) return ncclSystemError;
+    device.properties = properties_of(info, name, params);
+    devices->push_back(std::move(device));
+  }
+
+  if (devices->empty()) {
+    std::string seen;
+    for (const auto& name : skipped_providers) seen += (seen.empty() ? "" : ", ") + name;
+    if (provider.empty()) {
+      WEFT_WARN(
+          "no RDMA-capable libfabric provider found (software providers seen: %s). NCCL "
+          "will use its built-in transports. To use weft over a software provider for "
+          "development, set WEFT_OFI_PROVIDER=tcp (or shm, udp)",
+          seen.empty() ? "none" : seen.c_str());
+    } else {
+      WEFT_WARN("libfabric provider '%s' has no domain matching WEFT_OFI_DOMAIN='%s'",
+                provider.c_str(), params.ofi_domain.c_str());
+    }
+    return ncclSystemError;
+  }
+  return ncclSuccess;
+}
+
+}  // namespace weft::ofi

@@ -1,0 +1,30 @@
+// Finds libfabric RDM providers and turns each usable domain into a weft
+// device, honouring WEFT_OFI_PROVIDER and WEFT_OFI_DOMAIN.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ofi/fabric_ptr.h"
+#include "weft/params.h"
+#include "weft/transport.h"
+
+namespace weft::ofi {
+
+struct DiscoveredDevice {
+  InfoPtr info;  // one fi_info, the provider's preferred entry for this domain
+  DeviceProperties properties;
+};
+
+// On failure logs what was found and which variable to set.
+ncclResult_t discover_devices(const Params& params, std::vector<DiscoveredDevice>* devices);
+
+// Providers that move data with RDMA hardware; auto mode uses only these.
+bool is_rdma_provider(const std::string& provider_name);
+
+// WEFT_OFI_DOMAIN semantics: empty keeps all; "a,b" keeps those; "^a,b"
+// keeps all but those.
+bool domain_selected(const std::string& filter, const std::string& domain);
+
+}  // namespace weft::ofi

@@ -1,0 +1,63 @@
+// Receiving side of a connection. Created by accept() once a connect
+// request arrived; the acknowledgement it sends tells the sender which
+// comm id to put in its tags.
+#pragma once
+
+#include <atomic>
+
+#include "ofi/comm_base.h"
+#include "ofi/connection_messages.h"
+#include "request_pool.h"
+
+namespace weft::ofi {
+
+class OfiRecvComm final : public CommBase<RecvComm>, public CompletionTarget {
+ public:
+  OfiRecvComm(CommSetup setup, uint32_t local_id, uint32_t connector_id);
+
+  // Posts the acknowledgement; *posted once the provider took it.
+  ncclResult_t post_ack(bool* posted);
+
+  ncclResult_t irecv(int n, void** data, const size_t* sizes, const int* tags, void** mhandles,
+                     Request** request) override;
+  ncclResult_t iflush(int n, void** data, const int* sizes, void** mhandles,
+                      Request** request) override;
+
+  ncclResult_t progress() override;
+  void recycle(Request* request) override;
+  ncclResult_t report_failure(int error, size_t overflow_length, size_t posted_size,
+                              const char* text) override;
+  void on_complete(uint32_t slot, size_t length) override;
+  void on_error(uint32_t slot, int error, size_t overflow_length, const char* text) override;
+
+ protected:
+  bool in_flight() override;
+  void cancel_receives() override;
+
+ private:
+  using RecvRequest = OfiRequest<kMaxRecvs>;
+
+  // A grouped receive the provider has only partly accepted (EAGAIN): the
+  // rest is posted by later progress, and no newer receive may overtake it.
+  struct PartialPost {
+    RecvRequest* request = nullptr;
+    int next = 0;
+    void* data[kMaxRecvs] = {};
+    void* descriptors[kMaxRecvs] = {};
+    uint64_t tags[kMaxRecvs] = {};
+  };
+
+  // Posts slots [partial_.next, count); returns an error only on failure.
+  ncclResult_t post_pending();
+
+  uint32_t local_id_;
+  uint32_t connector_id_;
+  bool ack_posted_ = false;
+  std::atomic<bool> ack_done_{false};
+  OpContext ack_op_;
+  uint8_t ack_buffer_[kConnectAckSize] = {};
+  PartialPost partial_;
+  RequestPool<RecvRequest, kMaxRequests> pool_;
+};
+
+}  // namespace weft::ofi

@@ -1,0 +1,154 @@
+#include "ofi/send_comm.h"
+
+#include <rdma/fi_errno.h>
+#include <rdma/fi_tagged.h>
+
+#include <cstdio>
+#include <cstring>
+
+#include "ofi/tag_layout.h"
+#include "weft/log.h"
+
+namespace weft::ofi {
+
+OfiSendComm::OfiSendComm(CommSetup setup, uint32_t local_id, uint32_t listen_id)
+    : CommBase<SendComm>(std::move(setup)), local_id_(local_id), listen_id_(listen_id) {
+  for (uint32_t slot = 0; slot < 2; ++slot) {
+    control_ops_[slot].target = this;
+    control_ops_[slot].slot = slot;
+  }
+}
+
+ncclResult_t OfiSendComm::step_connect(bool* connected) {
+  *connected = false;
+  if (!registered_) {
+    ncclResult_t result = register_control(&control_, sizeof(control_));
+    if (result != ncclSuccess) return result;
+    ConnectRequest request;
+    request.connector_comm_id = local_id_;
+    request.address_size = static_cast<uint8_t>(endpoint().local_address_size());
+    std::memcpy(request.address, endpoint().local_address(), request.address_size);
+    encode_connect_request(request, control_.connect);
+    registered_ = true;
+  }
+  // The ack receive goes first so the listener's answer always finds it.
+  if (!ack_posted_) {
+    ssize_t rc =
+        fi_trecv(ep(), control_.ack, sizeof(control_.ack), control_descriptor(), FI_ADDR_UNSPEC,
+                 ack_tag(local_id_), 0, &control_ops_[kAckSlot].provider_context);
+    if (rc == -FI_EAGAIN) return endpoint().poll();
+    if (rc != 0) {
+      WEFT_WARN("%s: connect to %s: posting the acknowledgement receive failed: %s",
+                device_name().c_str(), peer_name().c_str(), fi_strerror((int)-rc));
+      return ncclSystemError;
+    }
+    ack_posted_ = true;
+  }
+  if (!connect_posted_) {
+    ssize_t rc =
+        fi_tsend(ep(), control_.connect, sizeof(control_.connect), control_descriptor(), peer(),
+                 connect_tag(listen_id_), &control_ops_[kConnectSlot].provider_context);
+    if (rc == -FI_EAGAIN) return endpoint().poll();
+    if (rc != 0) {
+      WEFT_WARN("%s: connect to %s: sending the connect request failed: %s", device_name().c_str(),
+                peer_name().c_str(), fi_strerror((int)-rc));
+      return ncclSystemError;
+    }
+    connect_posted_ = true;
+  }
+  ncclResult_t result = endpoint().poll();
+  if (result != ncclSuccess) return result;
+  if (int error = control_error_.load(std::memory_order_acquire)) {
+    return completion_failure("connect", endpoint(), peer_name(), error, 0, 0, control_error_text_);
+  }
+  if (!connect_done_.load(std::memory_order_acquire) ||
+      !ack_done_.load(std::memory_order_acquire)) {
+    return ncclSuccess;
+  }
+  ConnectAck ack;
+  std::string error;
+  if (!decode_connect_ack(control_.ack, ack_length_, &ack, &error)) {
+    WEFT_WARN("%s: connect to %s: %s", device_name().c_str(), peer_name().c_str(), error.c_str());
+    return ncclRemoteError;
+  }
+  remote_id_ = ack.recv_comm_id;
+  connected_ = true;
+  *connected = true;
+  WEFT_INFO(NCCL_INIT, "%s: connected to %s (send comm %u -> recv comm %u)", device_name().c_str(),
+            peer_name().c_str(), local_id_, remote_id_);
+  return ncclSuccess;
+}
+
+ncclResult_t OfiSendComm::isend(void* data, size_t size, int tag, void* mhandle,
+                                Request** request) {
+  *request = nullptr;
+  if (!connected_) {
+    WEFT_WARN("%s: isend on a comm that is not connected", device_name().c_str());
+    return ncclInvalidUsage;
+  }
+  SendRequest* req = pool_.acquire();
+  if (req == nullptr) return progress();  // all slots busy: NCCL retries later
+  req->start(this, 1, /*is_send=*/true);
+  req->set_posted_size(0, size);
+  ssize_t rc = fi_tsend(ep(), data, size, descriptor_of(mhandle), peer(), data_tag(remote_id_, tag),
+                        &req->op(0)->provider_context);
+  if (rc == 0) {
+    *request = req;
+    return ncclSuccess;
+  }
+  pool_.release(req);
+  if (rc == -FI_EAGAIN) return progress();
+  WEFT_WARN("%s: isend of %zu bytes to %s failed: %s", device_name().c_str(), size,
+            peer_name().c_str(), fi_strerror((int)-rc));
+  return ncclSystemError;
+}
+
+void OfiSendComm::recycle(Request* request) {
+  pool_.release(static_cast<SendRequest*>(request));
+}
+
+ncclResult_t OfiSendComm::report_failure(int error, size_t overflow_length, size_t posted_size,
+                                         const char* text) {
+  return completion_failure("send", endpoint(), peer_name(), error, overflow_length, posted_size,
+                            text);
+}
+
+void OfiSendComm::on_complete(uint32_t slot, size_t length) {
+  if (slot == kAckSlot) {
+    ack_length_ = length;
+    ack_done_.store(true, std::memory_order_release);
+  } else {
+    connect_done_.store(true, std::memory_order_release);
+  }
+}
+
+void OfiSendComm::on_error(uint32_t slot, int error, size_t, const char* text) {
+  int expected = 0;
+  if (control_error_.compare_exchange_strong(expected, error, std::memory_order_acq_rel)) {
+    std::snprintf(control_error_text_, sizeof(control_error_text_), "%s", text);
+  }
+  if (slot == kAckSlot) {
+    ack_done_.store(true, std::memory_order_release);
+  } else {
+    connect_done_.store(true, std::memory_order_release);
+  }
+}
+
+bool OfiSendComm::in_flight() {
+  if (ack_posted_ && !ack_done_.load(std::memory_order_acquire)) return true;
+  if (connect_posted_ && !connect_done_.load(std::memory_order_acquire)) return true;
+  for (size_t i = 0; i < kPoolSize; ++i) {
+    // Requests handed out but never tested are idle once finished.
+    SendRequest* req = pool_.at(i);
+    if (pool_.is_used(req) && !req->finished()) return true;
+  }
+  return false;
+}
+
+void OfiSendComm::cancel_receives() {
+  if (ack_posted_ && !ack_done_.load(std::memory_order_acquire)) {
+    fi_cancel(&ep()->fid, &control_ops_[kAckSlot].provider_context);
+  }
+}
+
+}  // namespace weft::ofi

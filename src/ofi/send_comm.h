@@ -1,0 +1,61 @@
+// Sending side of a connection. Created by connect(); becomes usable once
+// the listener's acknowledgement (carrying the receiver's comm id) arrived.
+#pragma once
+
+#include <atomic>
+
+#include "ofi/comm_base.h"
+#include "ofi/connection_messages.h"
+#include "request_pool.h"
+
+namespace weft::ofi {
+
+class OfiSendComm final : public CommBase<SendComm>, public CompletionTarget {
+ public:
+  // NCCL may keep 32 x maxRecvs sends in flight on one comm.
+  static constexpr size_t kPoolSize = kMaxRequests * kMaxRecvs;
+
+  OfiSendComm(CommSetup setup, uint32_t local_id, uint32_t listen_id);
+
+  // Non-blocking connection setup; *connected once the peer acknowledged.
+  ncclResult_t step_connect(bool* connected);
+
+  ncclResult_t isend(void* data, size_t size, int tag, void* mhandle, Request** request) override;
+
+  void recycle(Request* request) override;
+  ncclResult_t report_failure(int error, size_t overflow_length, size_t posted_size,
+                              const char* text) override;
+  void on_complete(uint32_t slot, size_t length) override;
+  void on_error(uint32_t slot, int error, size_t overflow_length, const char* text) override;
+
+ protected:
+  bool in_flight() override;
+  void cancel_receives() override;
+
+ private:
+  using SendRequest = OfiRequest<1>;
+  enum ControlSlot : uint32_t { kConnectSlot = 0, kAckSlot = 1 };
+
+  struct ControlBuffers {
+    uint8_t connect[kConnectRequestSize];
+    uint8_t ack[kConnectAckSize];
+  };
+
+  uint32_t local_id_;
+  uint32_t listen_id_;
+  uint32_t remote_id_ = 0;
+  bool connected_ = false;
+  bool registered_ = false;
+  bool ack_posted_ = false;
+  bool connect_posted_ = false;
+  std::atomic<bool> connect_done_{false};
+  std::atomic<bool> ack_done_{false};
+  std::atomic<int> control_error_{0};
+  size_t ack_length_ = 0;
+  char control_error_text_[160] = {};
+  OpContext control_ops_[2];
+  ControlBuffers control_{};
+  RequestPool<SendRequest, kPoolSize> pool_;
+};
+
+}  // namespace weft::ofi

@@ -1,0 +1,31 @@
+// 64-bit libfabric tags. Comms that share an endpoint are told apart by the
+// receiver's comm id; the NCCL tag picks the slot of a grouped receive, and
+// the provider's send-after-send ordering (required at discovery) keeps
+// messages of one comm and tag in posting order.
+//
+//   data:    0 | recv comm id (31 bits) | NCCL tag (32 bits)
+//   control: 1 | kind (connect, ack)     | id (32 bits)
+#pragma once
+
+#include <cstdint>
+
+namespace weft::ofi {
+
+constexpr uint64_t kControlBit = 1ull << 63;
+constexpr uint64_t kConnectKind = 1ull << 62;
+constexpr uint64_t kAckKind = 1ull << 61;
+constexpr uint32_t kMaxCommId = 0x7fffffffu;
+
+constexpr uint64_t data_tag(uint32_t recv_comm_id, int nccl_tag) {
+  return (static_cast<uint64_t>(recv_comm_id & kMaxCommId) << 32) | static_cast<uint32_t>(nccl_tag);
+}
+
+constexpr uint64_t connect_tag(uint32_t listen_id) {
+  return kControlBit | kConnectKind | listen_id;
+}
+
+constexpr uint64_t ack_tag(uint32_t send_comm_id) {
+  return kControlBit | kAckKind | send_comm_id;
+}
+
+}  // namespace weft::ofi
