@@ -60,8 +60,8 @@ class NetClient {
   // size must fit in int for v6-v8 (else ncclInvalidArgument without calling).
   ncclResult_t isend(void* send_comm, void* data, size_t size, int tag, void* mhandle,
                      void** request);
-  ncclResult_t irecv(void* recv_comm, int n, void** data, size_t* sizes, int* tags,
-                     void** mhandles, void** request);
+  ncclResult_t irecv(void* recv_comm, int n, void** data, size_t* sizes, int* tags, void** mhandles,
+                     void** request);
   ncclResult_t iflush(void* recv_comm, int n, void** data, int* sizes, void** mhandles,
                       void** request);
   ncclResult_t test(void* request, int* done, int* sizes);
@@ -87,6 +87,9 @@ class NetClient {
   int version_ = 0;
   void* ctx_ = nullptr;
   bool initialized_ = false;
+  // Handed to init (v11+) / connect (v10); kept alive in case the plugin
+  // holds on to the pointer. trafficClass -1: undefined.
+  ncclNetCommConfig_v11_t config_{-1};
 };
 
 // Versions whose symbol the library exports, newest first.

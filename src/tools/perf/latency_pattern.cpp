@@ -1,0 +1,120 @@
+// Ping-pong: rank 0 posts its receive, sends, waits for both; rank 1 echoes.
+// One message in flight; rank 0 times every iteration and reports the half
+// round trip. Rank 1 re-posts its next receive right after sending, so the
+// next ping never lands on an unposted receive.
+#include <algorithm>
+#include <chrono>
+#include <vector>
+
+#include "pattern.h"
+
+namespace weft::perf {
+namespace {
+
+// Two slots, alternated, so consecutive messages carry different patterns.
+constexpr size_t kLatencySlots = 2;
+
+class LatencyPattern final : public Pattern {
+ public:
+  const char* name() const override { return "latency"; }
+  const char* title() const override { return "latency: ping-pong, half round trip"; }
+
+  SizeResult run(PatternContext& ctx, size_t size) override {
+    const int iters = timed_iterations(ctx.opts, size);
+    const int warmup = warmup_iterations(ctx.opts, size);
+    const size_t slots = std::min(kLatencySlots, ctx.buffers.slots(size));
+    if (ctx.opts.check) {
+      ctx.buffers.fill_send(ctx.rank, size, slots);
+      ctx.buffers.poison_recv(size, slots);
+    }
+    samples_.assign(static_cast<size_t>(iters), 0.0);  // allocated before timing
+    ctx.watch.reset();
+    if (ctx.rank == 0) {
+      ctx.boot.recv_pod<uint32_t>(MsgKind::ready);
+      ping(ctx, size, slots, warmup, false);
+      ping(ctx, size, slots, iters, true);
+    } else {
+      pong(ctx, size, slots, warmup + iters);
+    }
+    verify_and_exchange(ctx, name(), size, slots);
+
+    SizeResult r;
+    r.test = name();
+    r.size = size;
+    r.count = iters;
+    r.has_latency = true;
+    if (ctx.rank == 0) {
+      std::sort(samples_.begin(), samples_.end());
+      auto at = [&](double q) {
+        size_t i = static_cast<size_t>(q * static_cast<double>(samples_.size() - 1) + 0.5);
+        return samples_[std::min(i, samples_.size() - 1)];
+      };
+      r.min_us = samples_.front();
+      r.median_us = at(0.5);
+      r.p99_us = at(0.99);
+      r.time_us = r.median_us;
+      r.gbps = static_cast<double>(size) / (r.median_us * 1e3);
+    }
+    return r;
+  }
+
+ private:
+  void ping(PatternContext& ctx, size_t size, size_t slots, int n, bool timed) {
+    const bool check = ctx.opts.check;
+    for (int i = 0; i < n; ++i) {
+      size_t slot = static_cast<size_t>(i) % slots;
+      auto t0 = std::chrono::steady_clock::now();
+      void* rreq =
+          post_recv_blocking(ctx, ctx.buffers.recv_slot(size, slot), size, ctx.buffers.recv_mr());
+      void* sreq =
+          post_send_blocking(ctx, ctx.buffers.send_slot(size, slot), size, ctx.buffers.send_mr());
+      size_t got = 0;
+      bool sent = false;
+      bool received = false;
+      while (!(sent && received)) {
+        if (!sent) sent = ctx.transport.test(sreq, &got);
+        if (!received) {
+          received = ctx.transport.test(rreq, &got);
+          if (received && check) check_completion_size("latency", size, got);
+        }
+        ctx.watch.idle("waiting for the echo");
+      }
+      auto t1 = std::chrono::steady_clock::now();
+      ctx.watch.progressed();
+      if (timed) {
+        samples_[static_cast<size_t>(i)] =
+            std::chrono::duration<double, std::micro>(t1 - t0).count() / 2;
+      }
+    }
+  }
+
+  void pong(PatternContext& ctx, size_t size, size_t slots, int n) {
+    const bool check = ctx.opts.check;
+    void* rreq =
+        post_recv_blocking(ctx, ctx.buffers.recv_slot(size, 0), size, ctx.buffers.recv_mr());
+    ctx.boot.send_pod<uint32_t>(MsgKind::ready, 1);
+    for (int i = 0; i < n; ++i) {
+      size_t slot = static_cast<size_t>(i) % slots;
+      size_t got = wait_request(ctx, rreq, "waiting for a ping");
+      if (check) check_completion_size("latency", size, got);
+      void* sreq =
+          post_send_blocking(ctx, ctx.buffers.send_slot(size, slot), size, ctx.buffers.send_mr());
+      if (i + 1 < n) {
+        size_t next = static_cast<size_t>(i + 1) % slots;
+        rreq =
+            post_recv_blocking(ctx, ctx.buffers.recv_slot(size, next), size, ctx.buffers.recv_mr());
+      }
+      wait_request(ctx, sreq, "sending the echo");
+    }
+  }
+
+  std::vector<double> samples_;
+};
+
+}  // namespace
+
+std::unique_ptr<Pattern> make_latency_pattern() {
+  return std::make_unique<LatencyPattern>();
+}
+
+}  // namespace weft::perf

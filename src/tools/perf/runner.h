@@ -1,0 +1,13 @@
+// One rank of a weft-perf run, once the bootstrap connection exists:
+// agree on parameters, build the transport, run every pattern over the size
+// sweep, report (rank 0). Returns the process exit status.
+#pragma once
+
+#include "bootstrap.h"
+#include "options.h"
+
+namespace weft::perf {
+
+int run_rank(int rank, Bootstrap& boot, Options opts);
+
+}  // namespace weft::perf
