@@ -1,0 +1,27 @@
+#include <catch2/catch.hpp>
+
+#include "ofi/provider_discovery.h"
+
+using weft::ofi::domain_selected;
+using weft::ofi::is_rdma_provider;
+
+TEST_CASE("auto mode takes only RDMA-class providers", "[unit][ofi]") {
+  CHECK(is_rdma_provider("efa"));
+  CHECK(is_rdma_provider("verbs;ofi_rxm"));
+  CHECK(is_rdma_provider("cxi"));
+  CHECK(is_rdma_provider("psm3"));
+  CHECK_FALSE(is_rdma_provider("tcp;ofi_rxm"));
+  CHECK_FALSE(is_rdma_provider("shm"));
+  CHECK_FALSE(is_rdma_provider("udp;ofi_rxd"));
+  CHECK_FALSE(is_rdma_provider("sockets"));
+}
+
+TEST_CASE("WEFT_OFI_DOMAIN includes or excludes domains", "[unit][ofi]") {
+  CHECK(domain_selected("", "eth0"));
+  CHECK(domain_selected("lo", "lo"));
+  CHECK_FALSE(domain_selected("lo", "eth0"));
+  CHECK(domain_selected("eth0,lo", "lo"));
+  CHECK_FALSE(domain_selected("^lo", "lo"));
+  CHECK(domain_selected("^lo", "eth0"));
+  CHECK_FALSE(domain_selected("lo0", "lo"));
+}
