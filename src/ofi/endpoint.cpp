@@ -28,6 +28,7 @@ ncclResult_t Endpoint::open(const fi_info* info, const std::string& device_name,
   endpoint->device_name_ = device_name;
   endpoint->provider_name_ = info->fabric_attr->prov_name;
   endpoint->mr_mode_ = info->domain_attr->mr_mode;
+  endpoint->inject_size_ = info->tx_attr != nullptr ? info->tx_attr->inject_size : 0;
   endpoint->cq_read_count_ = std::clamp(options.cq_read_count, 1, kMaxBatch);
 
   fid_fabric* fabric = nullptr;

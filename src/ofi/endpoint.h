@@ -60,6 +60,8 @@ class Endpoint {
   const std::string& device_name() const { return device_name_; }
   const std::string& provider_name() const { return provider_name_; }
   uint64_t mr_mode() const { return mr_mode_; }
+  // Sends up to this size complete on return (fi_tinject), with no completion.
+  size_t inject_size() const { return inject_size_; }
   bool needs_local_mr() const { return (mr_mode_ & FI_MR_LOCAL) != 0; }
   uint64_t next_mr_key() { return mr_key_.fetch_add(1, std::memory_order_relaxed); }
 
@@ -74,6 +76,7 @@ class Endpoint {
   std::string device_name_;
   std::string provider_name_;
   uint64_t mr_mode_ = 0;
+  size_t inject_size_ = 0;
   int cq_read_count_ = 16;
   uint8_t local_address_[128] = {};
   size_t local_address_size_ = 0;

@@ -50,6 +50,8 @@ class OfiRequest final : public Request, public CompletionTarget {
   size_t posted_size(int slot) const { return posted_sizes_[slot]; }
   int count() const { return count_; }
   bool finished() const { return pending_.load(std::memory_order_acquire) == 0; }
+  // Marks a send that the provider completed on return (inject).
+  void complete_now(uint32_t slot) { on_complete(slot, posted_sizes_[slot]); }
   // For ops that will never be posted (the comm is closing).
   void drop_unposted(int unposted) { pending_.fetch_sub(unposted, std::memory_order_acq_rel); }
 

@@ -90,8 +90,15 @@ ncclResult_t OfiSendComm::isend(void* data, size_t size, int tag, void* mhandle,
   if (req == nullptr) return progress();  // all slots busy: NCCL retries later
   req->start(this, 1, /*is_send=*/true);
   req->set_posted_size(0, size);
-  ssize_t rc = fi_tsend(ep(), data, size, descriptor_of(mhandle), peer(), data_tag(remote_id_, tag),
-                        &req->op(0)->provider_context);
+  ssize_t rc;
+  if (size <= endpoint().inject_size()) {
+    // Small messages: the provider copies the data and reports no completion.
+    rc = fi_tinject(ep(), data, size, peer(), data_tag(remote_id_, tag));
+    if (rc == 0) req->complete_now(0);
+  } else {
+    rc = fi_tsend(ep(), data, size, descriptor_of(mhandle), peer(), data_tag(remote_id_, tag),
+                  &req->op(0)->provider_context);
+  }
   if (rc == 0) {
     *request = req;
     return ncclSuccess;
