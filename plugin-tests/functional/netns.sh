@@ -1,0 +1,65 @@
+#!/bin/bash
+# Two "hosts": two network namespaces joined by a veth pair, one rank in each,
+# weft over libfabric tcp on the veth (WEFT_OFI_DOMAIN=<veth>). Sizes up to
+# 64 MiB, every byte checked, every ABI version. Everything this script
+# creates is removed on exit, failure included.
+#   netns.sh <path to weft-netns-rank>
+# Exit 0 passed, 1 failed, 77 skipped (namespaces cannot be created here).
+set -u
+RANK=${1:?usage: netns.sh <weft-netns-rank>}
+SKIP=77
+TAG=$$
+NS_A=weft-fa-$TAG
+NS_B=weft-fb-$TAG
+IF_A=wfa$TAG   # interface names: at most 15 characters
+IF_B=wfb$TAG
+ADDR_A=10.231.0.1
+ADDR_B=10.231.0.2
+PORT=18515
+pids=()
+
+cleanup() {
+  for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done
+  ip netns del "$NS_A" 2>/dev/null
+  ip netns del "$NS_B" 2>/dev/null
+  ip link del "$IF_A" 2>/dev/null  # only if it never moved into NS_A
+  true
+}
+trap cleanup EXIT
+trap 'exit 1' INT TERM
+
+if [ "$(id -u)" != 0 ]; then
+  echo "SKIP: network namespaces need root (running as uid $(id -u))"; exit $SKIP
+fi
+if ! command -v ip >/dev/null; then
+  echo "SKIP: iproute2 (ip) is not installed"; exit $SKIP
+fi
+if ! ip netns add "$NS_A" 2>/tmp/weft-netns-err.$TAG; then
+  echo "SKIP: cannot create a network namespace: $(cat /tmp/weft-netns-err.$TAG)"
+  rm -f /tmp/weft-netns-err.$TAG; exit $SKIP
+fi
+rm -f /tmp/weft-netns-err.$TAG
+set -e
+ip netns add "$NS_B"
+ip link add "$IF_A" type veth peer name "$IF_B"
+ip link set "$IF_A" netns "$NS_A"
+ip link set "$IF_B" netns "$NS_B"
+ip -n "$NS_A" addr add "$ADDR_A/24" dev "$IF_A"
+ip -n "$NS_B" addr add "$ADDR_B/24" dev "$IF_B"
+for ns in "$NS_A" "$NS_B"; do ip -n "$ns" link set lo up; done
+ip -n "$NS_A" link set "$IF_A" up
+ip -n "$NS_B" link set "$IF_B" up
+set +e
+echo "namespaces $NS_A ($IF_A $ADDR_A) <-> $NS_B ($IF_B $ADDR_B)"
+ip netns exec "$NS_A" ping -c 1 -W 5 "$ADDR_B" >/dev/null || { echo "FAIL: no IP connectivity across the veth pair"; exit 1; }
+
+ip netns exec "$NS_A" env WEFT_OFI_PROVIDER=tcp WEFT_OFI_DOMAIN="$IF_A" "$RANK" --server "$ADDR_A" $PORT &
+pids+=($!)
+ip netns exec "$NS_B" env WEFT_OFI_PROVIDER=tcp WEFT_OFI_DOMAIN="$IF_B" "$RANK" --client "$ADDR_A" $PORT &
+pids+=($!)
+wait "${pids[0]}"; rc_a=$?
+wait "${pids[1]}"; rc_b=$?
+pids=()
+echo "server exit $rc_a, client exit $rc_b"
+if [ $rc_a -eq 0 ] && [ $rc_b -eq 0 ]; then echo PASSED; exit 0; fi
+echo FAILED; exit 1

@@ -1,0 +1,272 @@
+// Two processes move verified bytes through the ABI: message sizes, receives
+// posted larger than the send, 32 requests in flight, grouped receives.
+#include <algorithm>
+#include <catch2/catch.hpp>
+#include <numeric>
+#include <random>
+
+#include "net_ops.h"
+#include "pattern.h"
+#include "two_rank.h"
+
+using namespace weft;
+using namespace weft::ft;
+
+namespace {
+
+std::vector<size_t> message_sizes(int v) {
+  std::vector<size_t> s = {0, 1, 4095, 65536, 1u << 20};
+  if (large_size(v) > (1u << 20)) s.push_back(large_size(v));
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("sizes 0..64MiB arrive intact; receives posted larger report the real size",
+          "[xfer]") {
+  const int v = GENERATE(range(6, 13));
+  INFO("ABI v" << v);
+  const auto sizes = message_sizes(v);
+  const size_t extra = 4096 + 1;  // "posted larger" adds this
+  const size_t cap = sizes.back() + extra;
+
+  auto r = run_two(
+      [&](Rank& rk) {  // receiver
+        auto c = open_plugin(v);
+        void* rc = recv_side_connect(*c, test_device(*c), *rk.peer);
+        Buffer buf(cap);
+        {
+          Mr mr(*c, rc, buf.data(), buf.size());
+          for (size_t i = 0; i < sizes.size(); ++i) {
+            for (int larger = 0; larger < 2; ++larger) {
+              const size_t s = sizes[i];
+              const size_t posted = larger ? s + extra : s;
+              const std::string what = "receive of " + std::to_string(s) + " bytes posted as " +
+                                       std::to_string(posted);
+              buf.poison();
+              void* req = post_irecv1(*c, rc, buf.data(), posted, 7, mr.get());
+              rk.peer->send_u64(i * 2 + larger);  // receive posted
+              int got = wait_ok(*c, req, what);
+              FT_REQUIRE(got == static_cast<int>(s), what << ": test() reported size " << got);
+              check_received(buf.data(), s, posted, pattern_seed(1000 + i, larger), what);
+              std::string g = buf.check_guards();
+              FT_REQUIRE(g.empty(), what << ": " << g);
+            }
+          }
+          rk.peer->sync("done");
+        }
+        FT_OK(c->close_recv(rc));
+        FT_OK(c->finalize());
+      },
+      [&](Rank& rk) {  // sender
+        auto c = open_plugin(v);
+        void* sc = send_side_connect(*c, test_device(*c), *rk.peer);
+        Buffer buf(cap);
+        {
+          Mr mr(*c, sc, buf.data(), buf.size());
+          for (size_t i = 0; i < sizes.size(); ++i) {
+            for (int larger = 0; larger < 2; ++larger) {
+              const size_t s = sizes[i];
+              fill_pattern(buf.data(), s, pattern_seed(1000 + i, larger));
+              // Alternate: send before / after the peer posted its receive.
+              if (larger) FT_REQUIRE(rk.peer->recv_u64() == i * 2 + larger, "out of step");
+              void* req = post_isend(*c, sc, buf.data(), s, 7, mr.get());
+              int got = wait_ok(*c, req, "send of " + std::to_string(s) + " bytes");
+              FT_REQUIRE(got == static_cast<int>(s), "send of " << s << ": test() reported size " << got);
+              if (!larger) FT_REQUIRE(rk.peer->recv_u64() == i * 2 + larger, "out of step");
+            }
+          }
+          rk.peer->sync("done");
+        }
+        FT_OK(c->close_send(sc));
+        FT_OK(c->finalize());
+      });
+  REQUIRE_RANKS(r);
+}
+
+TEST_CASE("32 requests in flight per comm, in posting order", "[inflight]") {
+  const int v = GENERATE(range(6, 13));
+  INFO("ABI v" << v);
+  constexpr int kN = NCCL_NET_MAX_REQUESTS;
+  auto size_of = [](int round, int i) -> size_t {
+    if (i == 5) return 0;
+    if (i % 8 == 3) return (256u << 10) + static_cast<size_t>(i + round);
+    return 4096 + static_cast<size_t>(17 * i + round);
+  };
+  const int rounds = 3;
+
+  auto r = run_two(
+      [&](Rank& rk) {  // receiver: posts all 32 before testing any
+        auto c = open_plugin(v);
+        void* rc = recv_side_connect(*c, test_device(*c), *rk.peer);
+        std::vector<Buffer> bufs;
+        std::vector<std::unique_ptr<Mr>> mrs;
+        for (int i = 0; i < kN; ++i) {
+          bufs.emplace_back((256u << 10) + 64);
+          mrs.push_back(std::make_unique<Mr>(*c, rc, bufs.back().data(), bufs.back().size()));
+        }
+        for (int round = 0; round < rounds; ++round) {
+          std::vector<Pending> reqs(kN);
+          for (int i = 0; i < kN; ++i) {
+            bufs[i].poison();
+            // Retry on NULL by calling irecv again only: with fewer than 32
+            // outstanding the plugin must find the resources.
+            reqs[i].req = post_irecv1(*c, rc, bufs[i].data(), bufs[i].size(), i, mrs[i]->get());
+            reqs[i].what = "irecv #" + std::to_string(i) + " round " + std::to_string(round);
+          }
+          rk.peer->send_u64(static_cast<uint64_t>(round));
+          wait_all(*c, reqs);
+          for (int i = 0; i < kN; ++i) {
+            const size_t s = size_of(round, i);
+            FT_REQUIRE(reqs[i].sizes[0] == static_cast<int>(s),
+                      reqs[i].what << ": size " << reqs[i].sizes[0] << ", sent " << s);
+            check_received(bufs[i].data(), s, bufs[i].size(), pattern_seed(round, i), reqs[i].what);
+            std::string g = bufs[i].check_guards();
+            FT_REQUIRE(g.empty(), reqs[i].what << ": " << g);
+          }
+          rk.peer->sync("round");
+        }
+        mrs.clear();
+        FT_OK(c->close_recv(rc));
+        FT_OK(c->finalize());
+      },
+      [&](Rank& rk) {  // sender: 32 isends, then test all
+        auto c = open_plugin(v);
+        void* sc = send_side_connect(*c, test_device(*c), *rk.peer);
+        std::vector<Buffer> bufs;
+        std::vector<std::unique_ptr<Mr>> mrs;
+        for (int i = 0; i < kN; ++i) {
+          bufs.emplace_back((256u << 10) + 64);
+          mrs.push_back(std::make_unique<Mr>(*c, sc, bufs.back().data(), bufs.back().size()));
+        }
+        for (int round = 0; round < rounds; ++round) {
+          std::vector<Pending> reqs(kN);
+          for (int i = 0; i < kN; ++i)
+            fill_pattern(bufs[i].data(), size_of(round, i), pattern_seed(round, i));
+          if (round == 1) rk.peer->recv_u64();  // round 1: receiver posted first
+          for (int i = 0; i < kN; ++i) {
+            reqs[i].what = "isend #" + std::to_string(i) + " round " + std::to_string(round);
+            // On NULL, drive the already posted sends (as NCCL's proxy does);
+            // progress() skips the entries not posted yet.
+            reqs[i].req = post_isend(*c, sc, bufs[i].data(), size_of(round, i), i, mrs[i]->get(),
+                                     [&] { progress(*c, reqs); });
+          }
+          wait_all(*c, reqs);
+          for (int i = 0; i < kN; ++i)
+            FT_REQUIRE(reqs[i].sizes[0] == static_cast<int>(size_of(round, i)),
+                      reqs[i].what << ": test() size " << reqs[i].sizes[0]);
+          if (round != 1) rk.peer->recv_u64();
+          rk.peer->sync("round");
+        }
+        mrs.clear();
+        FT_OK(c->close_send(sc));
+        FT_OK(c->finalize());
+      });
+  REQUIRE_RANKS(r);
+}
+
+TEST_CASE("grouped receives n=2..8: shuffled tagged sends land in their slots", "[grouped]") {
+  const int v = GENERATE(range(6, 13));
+  INFO("ABI v" << v);
+  struct Group {
+    int n;
+    std::vector<int> tags;
+    std::vector<size_t> sizes;   // actual message size per slot
+    std::vector<size_t> posted;  // posted size per slot (>= actual)
+    std::vector<int> order;      // slot order the sender uses
+  };
+  std::vector<Group> groups;
+  for (int rep = 0; rep < 2; ++rep) {
+    for (int n = 2; n <= 8; ++n) {
+      Group g;
+      g.n = n;
+      std::mt19937 rng(static_cast<unsigned>(n * 131 + rep));
+      for (int k = 0; k < n; ++k) {
+        g.tags.push_back(1000 + 37 * ((k * 5 + rep) % n) + n);  // distinct, not sorted
+        size_t s = (k == 1 && n >= 3) ? 0 : static_cast<size_t>(1000 * (k + 1) + n);
+        if (n == 8 && k == 6) s = (1u << 20) + 5;
+        g.sizes.push_back(s);
+        g.posted.push_back(s + (k % 2 ? 512 : 0));
+      }
+      g.order.resize(n);
+      std::iota(g.order.begin(), g.order.end(), 0);
+      std::shuffle(g.order.begin(), g.order.end(), rng);
+      if (std::is_sorted(g.order.begin(), g.order.end())) std::reverse(g.order.begin(), g.order.end());
+      groups.push_back(g);
+    }
+  }
+  auto seed_of = [](size_t gi, int tag) { return pattern_seed(7000 + gi, static_cast<uint64_t>(tag)); };
+
+  auto r = run_two(
+      [&](Rank& rk) {  // receiver
+        auto c = open_plugin(v);
+        NetDeviceInfo info;
+        FT_OK(c->properties(test_device(*c), &info));
+        FT_REQUIRE(info.max_recvs >= 8, "maxRecvs " << info.max_recvs);
+        void* rc = recv_side_connect(*c, test_device(*c), *rk.peer);
+        for (size_t gi = 0; gi < groups.size(); ++gi) {
+          const Group& g = groups[gi];
+          std::vector<Buffer> bufs;
+          std::vector<std::unique_ptr<Mr>> mrs;
+          std::vector<void*> data, mhs;
+          std::vector<size_t> posted = g.posted;
+          std::vector<int> tags = g.tags;
+          for (int k = 0; k < g.n; ++k) {
+            bufs.emplace_back(g.posted[k]);
+            mrs.push_back(std::make_unique<Mr>(*c, rc, bufs.back().data(), std::max<size_t>(1, g.posted[k])));
+          }
+          for (int k = 0; k < g.n; ++k) {
+            data.push_back(bufs[k].data());
+            mhs.push_back(mrs[k]->get());
+          }
+          void* req = post_irecv(*c, rc, g.n, data.data(), posted.data(), tags.data(), mhs.data());
+          rk.peer->send_u64(gi);
+          int got[8] = {-1, -1, -1, -1, -1, -1, -1, -1};
+          const std::string what = "grouped irecv n=" + std::to_string(g.n) + " #" + std::to_string(gi);
+          wait_ok(*c, req, what, got);
+          for (int k = 0; k < g.n; ++k) {
+            const std::string slot = what + " slot " + std::to_string(k) + " tag " + std::to_string(g.tags[k]);
+            FT_REQUIRE(got[k] == static_cast<int>(g.sizes[k]),
+                      slot << ": test() size " << got[k] << ", expected " << g.sizes[k]);
+            check_received(bufs[k].data(), g.sizes[k], g.posted[k], seed_of(gi, g.tags[k]), slot);
+            std::string e = bufs[k].check_guards();
+            FT_REQUIRE(e.empty(), slot << ": " << e);
+          }
+          mrs.clear();
+        }
+        rk.peer->sync("done");
+        FT_OK(c->close_recv(rc));
+        FT_OK(c->finalize());
+      },
+      [&](Rank& rk) {  // sender
+        auto c = open_plugin(v);
+        void* sc = send_side_connect(*c, test_device(*c), *rk.peer);
+        for (size_t gi = 0; gi < groups.size(); ++gi) {
+          const Group& g = groups[gi];
+          std::vector<Buffer> bufs;
+          std::vector<std::unique_ptr<Mr>> mrs;
+          for (int k = 0; k < g.n; ++k) {
+            bufs.emplace_back(g.sizes[k]);
+            fill_pattern(bufs.back().data(), g.sizes[k], seed_of(gi, g.tags[k]));
+            mrs.push_back(std::make_unique<Mr>(*c, sc, bufs.back().data(), std::max<size_t>(1, g.sizes[k])));
+          }
+          if (gi % 2) rk.peer->recv_u64();  // odd groups: receiver posted first
+          std::vector<Pending> reqs;
+          for (int j = 0; j < g.n; ++j) {
+            int k = g.order[j];
+            Pending p;
+            p.what = "send tag " + std::to_string(g.tags[k]) + " of group " + std::to_string(gi);
+            p.req = post_isend(*c, sc, bufs[k].data(), g.sizes[k], g.tags[k], mrs[k]->get(),
+                               [&] { progress(*c, reqs); });
+            reqs.push_back(p);
+          }
+          wait_all(*c, reqs);
+          if (gi % 2 == 0) rk.peer->recv_u64();
+          mrs.clear();
+        }
+        rk.peer->sync("done");
+        FT_OK(c->close_send(sc));
+        FT_OK(c->finalize());
+      });
+  REQUIRE_RANKS(r);
+}
