@@ -40,7 +40,7 @@ int run_local(const Options& opts) {
     int rc = 1;
     try {
       Bootstrap boot = Bootstrap::connect("127.0.0.1", listener.port(), opts.timeout_s);
-      rc = run_rank(1, boot, opts);
+      rc = run_rank(1, boot, opts, /*print_errors=*/false);
     } catch (const std::exception& e) {
       fprintf(stderr, "weft-perf (rank 1): error: %s\n", e.what());
     }

@@ -154,7 +154,9 @@ Tests:
                        iterations (default 4G; 0: no cap). Warmup shrinks along.
   --depth N            bw: requests in flight per comm, 1..1024 (default 32)
   --buffer-bytes S     per rank and direction: memory for distinct message
-                       slots (up to --depth slots of each size; default 256M)
+                       slots, up to --depth slots of each size, at least one
+                       (default 4M, like NCCL's 4 MiB NCCL_BUFFSIZE: the working
+                       set, hence cache behaviour, resembles NCCL's)
   --no-check           do not verify received bytes
                        (default: every receive slot is filled with a pattern
                        keyed by sender, size and slot; after the timed loop of

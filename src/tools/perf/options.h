@@ -35,8 +35,8 @@ struct Options {
   double step_factor = 2.0;
   int iters = 1000;
   int warmup = 10;
-  size_t iter_bytes = size_t{4} << 30;      // caps iters * size per size step
-  size_t buffer_bytes = size_t{256} << 20;  // receive slots per size step
+  size_t iter_bytes = size_t{4} << 30;    // caps iters * size per size step
+  size_t buffer_bytes = size_t{4} << 20;  // slots per size step (NCCL_BUFFSIZE-like)
   int depth = 32;
   bool check = true;
 

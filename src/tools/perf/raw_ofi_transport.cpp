@@ -67,6 +67,9 @@ class RawOfiTransport final : public Transport {
     hints->ep_attr->type = FI_EP_RDM;
     hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
     hints->mode = FI_CONTEXT | FI_CONTEXT2;
+    // One thread drives the endpoint: skip the provider's internal locking
+    // (as fabtests do), or locks would count against the provider ceiling.
+    hints->domain_attr->threading = FI_THREAD_DOMAIN;
     hints->fabric_attr->prov_name = strdup(opts.raw_provider.c_str());
     if (!opts.domain.empty()) hints->domain_attr->name = strdup(opts.domain.c_str());
 
@@ -79,7 +82,25 @@ class RawOfiTransport final : public Transport {
           "'" + (opts.domain.empty() ? "" : " in domain '" + opts.domain + "'") + ": " +
           fi_strerror(-rc) + " (check `fi_info -p " + opts.raw_provider + " -t FI_EP_RDM`)");
     }
-    info_.reset(found);
+    InfoPtr list(found);
+    // Layered providers (tcp;ofi_rxm in 1.17) ignore the domain hint: filter.
+    fi_info* chosen = list.get();
+    if (!opts.domain.empty()) {
+      std::string seen;
+      for (chosen = list.get(); chosen != nullptr; chosen = chosen->next) {
+        const char* d = chosen->domain_attr->name;
+        if (d != nullptr && opts.domain == d) break;
+        if (d != nullptr && seen.find(std::string(" ") + d + ",") == std::string::npos) {
+          seen += std::string(" ") + d + ",";
+        }
+      }
+      if (chosen == nullptr) {
+        throw PerfError("raw-ofi: provider '" + opts.raw_provider + "' has no domain '" +
+                        opts.domain + "' (domains:" + seen.substr(0, seen.size() - 1) + ")");
+      }
+    }
+    info_.reset(fi_dupinfo(chosen));
+    if (!info_) throw PerfError("raw-ofi: fi_dupinfo failed");
     need_mr_ = (info_->domain_attr->mr_mode & FI_MR_LOCAL) != 0;
 
     fid_fabric* fabric = nullptr;

@@ -112,14 +112,14 @@ void run(int rank, Bootstrap& boot, Options& opts) {
 
 }  // namespace
 
-int run_rank(int rank, Bootstrap& boot, Options opts) {
+int run_rank(int rank, Bootstrap& boot, Options opts, bool print_errors) {
   try {
     run(rank, boot, opts);
     return 0;
   } catch (const PeerError& e) {
-    fprintf(stderr, "weft-perf (rank %d): %s\n", rank, e.what());
+    if (print_errors) fprintf(stderr, "weft-perf (rank %d): %s\n", rank, e.what());
   } catch (const std::exception& e) {
-    fprintf(stderr, "weft-perf (rank %d): error: %s\n", rank, e.what());
+    if (print_errors) fprintf(stderr, "weft-perf (rank %d): error: %s\n", rank, e.what());
     boot.send_error(std::string("rank ") + std::to_string(rank) + ": " + e.what());
   }
   fflush(stdout);

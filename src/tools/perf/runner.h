@@ -8,6 +8,8 @@
 
 namespace weft::perf {
 
-int run_rank(int rank, Bootstrap& boot, Options opts);
+// print_errors false: leave the error to the peer, which prints what we
+// send it (--local: one message per failure, not two).
+int run_rank(int rank, Bootstrap& boot, Options opts, bool print_errors = true);
 
 }  // namespace weft::perf
