@@ -20,7 +20,7 @@ fi
 # libfabric's tcp provider on loopback: no RDMA hardware needed.
 echo "==> weft-perf: two ranks on this machine, libfabric tcp provider over lo"
 export WEFT_OFI_PROVIDER=tcp WEFT_OFI_DOMAIN=lo
-"$perf" --local --max-bytes 64M "$@" </dev/null
+"$perf" --local --max-bytes 64M --iter-bytes 1G "$@" </dev/null
 
 echo
 echo "Done. Next: scripts/test.sh runs every test; README.md shows how to use weft with NCCL."
