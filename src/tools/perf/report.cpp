@@ -97,6 +97,13 @@ std::string json_string(const std::string& s) {
   return out + "\"";
 }
 
+// Integers (abi, depth, speed) stay numbers; everything else is a string.
+std::string json_value(const std::string& v) {
+  bool digits =
+      !v.empty() && v.size() < 16 && v.find_first_not_of("0123456789") == std::string::npos;
+  return digits ? v : json_string(v);
+}
+
 class JsonReporter final : public Reporter {
  public:
   explicit JsonReporter(FILE* out) : out_(out) {}
@@ -106,7 +113,7 @@ class JsonReporter final : public Reporter {
   void end() override {
     fprintf(out_, "{\n  \"tool\": \"weft-perf\"");
     for (const auto& [k, v] : facts_) {
-      fprintf(out_, ",\n  %s: %s", json_string(k).c_str(), json_string(v).c_str());
+      fprintf(out_, ",\n  %s: %s", json_string(k).c_str(), json_value(v).c_str());
     }
     fprintf(out_, ",\n  \"results\": [");
     for (size_t i = 0; i < rows_.size(); ++i) {
