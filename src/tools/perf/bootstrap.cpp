@@ -6,6 +6,7 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -180,6 +181,13 @@ void Bootstrap::write_all(const void* data, size_t len) {
   }
 }
 
+void Bootstrap::set_timeout(int seconds) {
+  timeout_s_ = seconds;
+  timeval tv{};
+  tv.tv_sec = seconds;
+  setsockopt(fd_.get(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+}
+
 void Bootstrap::read_all(void* data, size_t len) {
   auto* p = static_cast<char*>(data);
   while (len > 0) {
@@ -189,6 +197,10 @@ void Bootstrap::read_all(void* data, size_t len) {
     }
     if (n < 0) {
       if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) {
+        throw PerfError("peer " + peer_ + " did not answer within " + std::to_string(timeout_s_) +
+                        " s (stuck? see --timeout)");
+      }
       throw PerfError("bootstrap: recv from " + peer_ + ": " + errno_text(errno));
     }
     p += n;

@@ -69,6 +69,10 @@ class Bootstrap {
 
   const std::string& peer() const { return peer_; }
 
+  // A peer that is alive but never answers (stuck in a plugin call) fails
+  // the blocking receives after this long instead of hanging the run.
+  void set_timeout(int seconds);
+
   void send(MsgKind kind, const void* data, size_t len);
   // Receives a message of `kind` and exactly `len` bytes. Throws PeerError
   // on EOF or an error message from the peer, PerfError on anything else.
@@ -101,6 +105,7 @@ class Bootstrap {
 
   Fd fd_;
   std::string peer_;
+  int timeout_s_ = 0;
 };
 
 }  // namespace weft::perf

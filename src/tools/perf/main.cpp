@@ -40,6 +40,7 @@ int run_local(const Options& opts) {
     int rc = 1;
     try {
       Bootstrap boot = Bootstrap::connect("127.0.0.1", listener.port(), opts.timeout_s);
+      boot.set_timeout(opts.timeout_s);
       rc = run_rank(1, boot, opts, /*print_errors=*/false);
     } catch (const std::exception& e) {
       fprintf(stderr, "weft-perf (rank 1): error: %s\n", e.what());
@@ -52,6 +53,7 @@ int run_local(const Options& opts) {
   try {
     Bootstrap boot = listener.accept(opts.timeout_s);
     listener.close();
+    boot.set_timeout(opts.timeout_s);
     rc = run_rank(0, boot, opts);
   } catch (const std::exception& e) {
     fprintf(stderr, "weft-perf (rank 0): error: %s\n", e.what());
@@ -74,12 +76,14 @@ int run_server(const Options& opts) {
   Bootstrap boot = listener.accept(opts.timeout_s);
   listener.close();
   fprintf(stderr, "# weft-perf server: client %s connected\n", boot.peer().c_str());
+  boot.set_timeout(opts.timeout_s);
   return run_rank(0, boot, opts);
 }
 
 int run_client(const Options& opts) {
   Bootstrap boot = Bootstrap::connect(opts.host, opts.port, opts.timeout_s);
   fprintf(stderr, "# weft-perf client: connected to %s\n", boot.peer().c_str());
+  boot.set_timeout(opts.timeout_s);
   int rc = run_rank(1, boot, opts);
   if (rc == 0) fprintf(stderr, "# weft-perf client: done\n");
   return rc;
