@@ -49,6 +49,9 @@ class LatencyPattern final : public Pattern {
         size_t i = static_cast<size_t>(q * static_cast<double>(samples_.size() - 1) + 0.5);
         return samples_[std::min(i, samples_.size() - 1)];
       };
+      double sum = 0;
+      for (double v : samples_) sum += v;
+      r.avg_us = sum / static_cast<double>(samples_.size());  // what fi_pingpong reports
       r.min_us = samples_.front();
       r.median_us = at(0.5);
       r.p99_us = at(0.99);

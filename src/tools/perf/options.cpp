@@ -141,7 +141,8 @@ Ranks and bootstrap (a TCP connection carrying handles and control words):
 Tests:
   --test T             latency | bw | all (default all)
                        latency: ping-pong, one message in flight, reports the
-                         half round trip (min, median, p99)
+                         half round trip (min, median, average, p99; the
+                         average is what fi_pingpong's usec/xfer shows)
                        bw: unidirectional, rank 0 sends, rank 1 posts receives,
                          up to --depth requests in flight; time runs from the
                          first send to the receiver's 8-byte acknowledgement

@@ -22,7 +22,7 @@ struct SizeResult {
   double time_us = 0;  // per message (bw) / median half round trip (latency)
   double gbps = 0;     // decimal GB/s: bytes / time
   bool has_latency = false;
-  double min_us = 0, median_us = 0, p99_us = 0;
+  double min_us = 0, median_us = 0, avg_us = 0, p99_us = 0;
 };
 
 struct PatternContext {

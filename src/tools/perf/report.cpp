@@ -19,8 +19,8 @@ class TableReporter final : public Reporter {
     if (!latency_) fprintf(out_, ", %d requests in flight", opts.depth);
     fprintf(out_, "\n");
     if (latency_) {
-      fprintf(out_, "# %12s %9s %11s %11s %11s %11s\n", "size(B)", "count", "min(us)", "median(us)",
-              "p99(us)", "bw(GB/s)");
+      fprintf(out_, "# %12s %9s %11s %11s %11s %11s %11s\n", "size(B)", "count", "min(us)",
+              "median(us)", "avg(us)", "p99(us)", "bw(GB/s)");
     } else {
       fprintf(out_, "# %12s %9s %11s %11s\n", "size(B)", "count", "time(us)", "bw(GB/s)");
     }
@@ -28,8 +28,8 @@ class TableReporter final : public Reporter {
   }
   void row(const SizeResult& r) override {
     if (r.has_latency) {
-      fprintf(out_, "  %12zu %9d %11.2f %11.2f %11.2f %11.3f\n", r.size, r.count, r.min_us,
-              r.median_us, r.p99_us, r.gbps);
+      fprintf(out_, "  %12zu %9d %11.2f %11.2f %11.2f %11.2f %11.3f\n", r.size, r.count, r.min_us,
+              r.median_us, r.avg_us, r.p99_us, r.gbps);
     } else {
       fprintf(out_, "  %12zu %9d %11.2f %11.3f\n", r.size, r.count, r.time_us, r.gbps);
     }
@@ -52,16 +52,17 @@ class CsvReporter final : public Reporter {
   void begin(const Facts& facts) override {
     fprintf(out_, "#");
     for (const auto& [k, v] : facts) fprintf(out_, " %s=%s", k.c_str(), v.c_str());
-    fprintf(out_, "\ntest,size,count,time_us,bw_gbps,min_us,median_us,p99_us\n");
+    fprintf(out_, "\ntest,size,count,time_us,bw_gbps,min_us,median_us,avg_us,p99_us\n");
     fflush(out_);
   }
   void section(const Pattern&, const Options&) override {}
   void row(const SizeResult& r) override {
     if (r.has_latency) {
-      fprintf(out_, "%s,%zu,%d,%.3f,%.4f,%.3f,%.3f,%.3f\n", r.test.c_str(), r.size, r.count,
-              r.time_us, r.gbps, r.min_us, r.median_us, r.p99_us);
+      fprintf(out_, "%s,%zu,%d,%.3f,%.4f,%.3f,%.3f,%.3f,%.3f\n", r.test.c_str(), r.size, r.count,
+              r.time_us, r.gbps, r.min_us, r.median_us, r.avg_us, r.p99_us);
     } else {
-      fprintf(out_, "%s,%zu,%d,%.3f,%.4f,,,\n", r.test.c_str(), r.size, r.count, r.time_us, r.gbps);
+      fprintf(out_, "%s,%zu,%d,%.3f,%.4f,,,,\n", r.test.c_str(), r.size, r.count, r.time_us,
+              r.gbps);
     }
     fflush(out_);
   }
@@ -123,8 +124,8 @@ class JsonReporter final : public Reporter {
               "\"bw_gbps\": %.4f",
               i == 0 ? "" : ",", json_string(r.test).c_str(), r.size, r.count, r.time_us, r.gbps);
       if (r.has_latency) {
-        fprintf(out_, ", \"min_us\": %.3f, \"median_us\": %.3f, \"p99_us\": %.3f", r.min_us,
-                r.median_us, r.p99_us);
+        fprintf(out_, ", \"min_us\": %.3f, \"median_us\": %.3f, \"avg_us\": %.3f, \"p99_us\": %.3f",
+                r.min_us, r.median_us, r.avg_us, r.p99_us);
       }
       fprintf(out_, "}");
     }
