@@ -18,7 +18,7 @@ P* props_arg(R (*)(int, P*));
 
 TEST_CASE("properties: unique names, maxRecvs >= 8, maxP2pBytes, pciPath, HOST plugin",
           "[props]") {
-  const int v = GENERATE(range(6, 13));
+  const int v = GENERATE(filter(abi_version_selected, range(6, 13)));
   INFO("ABI v" << v);
   auto r = run_one([&](Rank&) {
     auto c = open_plugin(v);

@@ -14,7 +14,7 @@ using namespace weft::ft;
 
 TEST_CASE("64 comm pairs at once: listen/connect/accept, traffic on all, close all",
           "[pairs64]") {
-  const int v = GENERATE(range(6, 13));
+  const int v = GENERATE(filter(abi_version_selected, range(6, 13)));
   INFO("ABI v" << v);
   constexpr int kPairs = 64;
   auto size_of = [](int i) { return static_cast<size_t>(65536 + 17 * i); };
@@ -124,7 +124,7 @@ void in_threads(int n, F fn) {
 }  // namespace
 
 TEST_CASE("comms driven from 4 threads concurrently", "[threads]") {
-  const int v = GENERATE(range(6, 13));
+  const int v = GENERATE(filter(abi_version_selected, range(6, 13)));
   INFO("ABI v" << v);
   constexpr int kThreads = 4, kIters = 12, kDepth = 4;
   auto size_of = [](int t, int it, int k) -> size_t {
@@ -226,7 +226,7 @@ TEST_CASE("comms driven from 4 threads concurrently", "[threads]") {
 
 TEST_CASE("connect and accept driven alternately from one thread in one process",
           "[loopback1]") {
-  const int v = GENERATE(range(6, 13));
+  const int v = GENERATE(filter(abi_version_selected, range(6, 13)));
   INFO("ABI v" << v);
   auto r = run_one([&](Rank&) {
     auto c = open_plugin(v);

@@ -1,6 +1,8 @@
 // A send larger than the posted receive must be an error on the receiver,
 // never an overflow; the sender must not hang; the plugin keeps working.
 #include <catch2/catch.hpp>
+#include <cstdio>
+#include <cstdlib>
 #include <sched.h>
 
 #include "net_ops.h"
@@ -12,12 +14,17 @@ using namespace weft::ft;
 
 TEST_CASE("truncation: send larger than the posted receive is an error, no overflow",
           "[trunc]") {
-  const int v = GENERATE(range(6, 13));
+  const int v = GENERATE(filter(abi_version_selected, range(6, 13)));
   INFO("ABI v" << v);
   struct Case {
     size_t posted, sent;
   };
-  const std::vector<Case> cases = {{0, 1}, {4096, 4097}, {4096, 65536}, {1u << 20, 4u << 20}};
+  const std::vector<Case> all = {{0, 1}, {4096, 4097}, {4096, 65536}, {1u << 20, 4u << 20}};
+  // Each case in fresh processes: truncation on one connection, then a
+  // verified transfer on a new connection (the plugin must keep working).
+  const Case kase = GENERATE_COPY(from_range(all));
+  const std::vector<Case> cases = {kase};
+  INFO("receive posted " << kase.posted << " bytes, send of " << kase.sent);
 
   auto r = run_two(
       [&](Rank& rk) {  // receiver
@@ -26,6 +33,7 @@ TEST_CASE("truncation: send larger than the posted receive is an error, no overf
         for (const Case& k : cases) {
           const std::string what = "receive posted " + std::to_string(k.posted) + " for a send of " +
                                    std::to_string(k.sent);
+          if (std::getenv("WEFT_TEST_VERBOSE")) std::fprintf(stderr, "trunc: %s\n", what.c_str());
           void* rc = recv_side_connect(*c, dev, *rk.peer);
           Buffer buf(k.posted);
           {

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <fcntl.h>
@@ -26,7 +27,23 @@ struct Child {
   std::string text;
   bool exited = false;
   int status = 0;
+  std::string stacks;
 };
+
+// Thread stacks of a hung process via gdb (when installed; WEFT_TEST_NO_GDB
+// turns it off).
+std::string stacks_of(pid_t pid) {
+  if (std::getenv("WEFT_TEST_NO_GDB") || ::access("/usr/bin/gdb", X_OK) != 0) return {};
+  std::string cmd = "timeout 60 /usr/bin/gdb -p " + std::to_string(pid) +
+                    " -batch -nx -ex 'thread apply all bt 25' 2>/dev/null | grep -E '^(Thread|#)'";
+  std::string out;
+  if (FILE* f = ::popen(cmd.c_str(), "r")) {
+    char line[1024];
+    while (std::fgets(line, sizeof line, f) && out.size() < 12000) out += line;
+    ::pclose(f);
+  }
+  return out;
+}
 
 void drain(Child& c) {
   if (c.err_fd < 0) return;
@@ -82,6 +99,13 @@ void write_all(int fd, const std::string& s) {
 }
 
 }  // namespace
+
+bool abi_version_selected(int v) {
+  const char* s = std::getenv("WEFT_TEST_VERSIONS");
+  if (!s || !*s) return true;
+  std::string list = std::string(",") + s + ",";
+  return list.find("," + std::to_string(v) + ",") != std::string::npos;
+}
 
 RanksResult run_ranks(const std::vector<RankBody>& bodies) {
   RanksResult res;
@@ -146,8 +170,11 @@ RanksResult run_ranks(const std::vector<RankBody>& bodies) {
     }
     if (all) break;
     if (!killed && std::chrono::steady_clock::now() > hard_stop) {
-      for (auto& k : kids)
-        if (!k.exited) ::kill(k.pid, SIGKILL);
+      for (auto& k : kids) {
+        if (k.exited) continue;
+        k.stacks = stacks_of(k.pid);  // where it hangs, for the report
+        ::kill(k.pid, SIGKILL);
+      }
       killed = true;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
@@ -177,6 +204,7 @@ RanksResult run_ranks(const std::vector<RankBody>& bodies) {
         os << "exit status " << WEXITSTATUS(k.status);
       }
       if (!k.text.empty()) os << ": " << k.text;
+      if (!k.stacks.empty()) os << "\n  stacks of the hung rank " << i << ":\n" << k.stacks;
     }
     os << "\n";
   }

@@ -34,6 +34,10 @@ inline RanksResult run_two(const RankBody& rank0, const RankBody& rank1) {
 }
 inline RanksResult run_one(const RankBody& rank0) { return run_ranks({rank0}); }
 
+// ABI versions to run: all of v6..v12, or the comma-separated list in
+// WEFT_TEST_VERSIONS (for reproducing one version).
+bool abi_version_selected(int v);
+
 }  // namespace weft::ft
 
 // In a Catch2 test: fail with every rank's report unless all ranks passed.
