@@ -12,7 +12,8 @@ namespace weft::ofi {
 class CompletionTarget {
  public:
   // May run on any thread that polls the endpoint's completion queue.
-  virtual void on_complete(uint32_t slot, size_t length) = 0;
+  // remote_data: the sender's immediate data (the message size), or nullptr.
+  virtual void on_complete(uint32_t slot, size_t length, const uint64_t* remote_data) = 0;
   virtual void on_error(uint32_t slot, int error, size_t overflow_length, const char* text) = 0;
 
  protected:

@@ -100,7 +100,9 @@ ncclResult_t Endpoint::poll() {
   if (count > 0) {
     for (ssize_t i = 0; i < count; ++i) {
       auto* op = static_cast<OpContext*>(entries[i].op_context);
-      if (op != nullptr && op->target != nullptr) op->target->on_complete(op->slot, entries[i].len);
+      if (op == nullptr || op->target == nullptr) continue;
+      const uint64_t* data = (entries[i].flags & FI_REMOTE_CQ_DATA) ? &entries[i].data : nullptr;
+      op->target->on_complete(op->slot, entries[i].len, data);
     }
     return ncclSuccess;
   }

@@ -107,7 +107,7 @@ void OfiListenComm::close() {
   delete this;
 }
 
-void OfiListenComm::on_complete(uint32_t, size_t length) {
+void OfiListenComm::on_complete(uint32_t, size_t length, const uint64_t*) {
   length_ = length;
   arrived_.store(true, std::memory_order_release);
 }

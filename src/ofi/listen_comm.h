@@ -21,7 +21,7 @@ class OfiListenComm final : public ListenComm, public CompletionTarget {
   ncclResult_t accept(RecvComm** recv_comm) override;
   void close() override;
 
-  void on_complete(uint32_t slot, size_t length) override;
+  void on_complete(uint32_t slot, size_t length, const uint64_t* remote_data) override;
   void on_error(uint32_t slot, int error, size_t overflow_length, const char* text) override;
 
  private:

@@ -3,6 +3,8 @@
 // the result after `pending_` drops to zero (acquire/release pairing).
 #pragma once
 
+#include <rdma/fi_errno.h>
+
 #include <atomic>
 #include <cstdio>
 #include <cstring>
@@ -51,7 +53,7 @@ class OfiRequest final : public Request, public CompletionTarget {
   int count() const { return count_; }
   bool finished() const { return pending_.load(std::memory_order_acquire) == 0; }
   // Marks a send that the provider completed on return (inject).
-  void complete_now(uint32_t slot) { on_complete(slot, posted_sizes_[slot]); }
+  void complete_now(uint32_t slot) { on_complete(slot, posted_sizes_[slot], nullptr); }
   // For ops that will never be posted (the comm is closing).
   void drop_unposted(int unposted) { pending_.fetch_sub(unposted, std::memory_order_acq_rel); }
 
@@ -78,8 +80,16 @@ class OfiRequest final : public Request, public CompletionTarget {
     return ncclSuccess;
   }
 
-  void on_complete(uint32_t slot, size_t length) override {
-    lengths_[slot] = is_send_ ? posted_sizes_[slot] : length;
+  void on_complete(uint32_t slot, size_t length, const uint64_t* remote_data) override {
+    if (is_send_) {
+      lengths_[slot] = posted_sizes_[slot];
+    } else if (remote_data != nullptr && *remote_data > posted_sizes_[slot]) {
+      // Some providers truncate silently: the sender's size tells.
+      on_error(slot, FI_ETRUNC, *remote_data - posted_sizes_[slot], "message truncated");
+      return;
+    } else {
+      lengths_[slot] = remote_data != nullptr ? *remote_data : length;
+    }
     pending_.fetch_sub(1, std::memory_order_acq_rel);
   }
 

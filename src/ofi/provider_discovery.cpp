@@ -40,6 +40,8 @@ InfoPtr make_hints(const std::string& provider) {
   hints->ep_attr->type = FI_EP_RDM;
   hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
   hints->domain_attr->threading = FI_THREAD_SAFE;
+  // Each message carries its size as immediate data (at least 4 bytes).
+  hints->domain_attr->cq_data_size = 4;
   // Matching relies on messages of one comm and tag staying in order.
   hints->tx_attr->msg_order = FI_ORDER_SAS;
   hints->rx_attr->msg_order = FI_ORDER_SAS;
@@ -102,6 +104,9 @@ DeviceProperties properties_of(const fi_info* info, const std::string& name, con
   props.max_comms = 1 << 20;
   props.max_recvs = kMaxRecvs;
   uint64_t max_message = std::min<uint64_t>(info->ep_attr->max_msg_size, kMaxMessageBytes);
+  if (info->domain_attr->cq_data_size < 8) {
+    max_message = std::min<uint64_t>(max_message, UINT32_MAX);  // size must fit the immediate
+  }
   if (params.max_p2p_bytes != 0) max_message = std::min(max_message, params.max_p2p_bytes);
   props.max_p2p_bytes = max_message;
   return props;

@@ -124,7 +124,7 @@ ncclResult_t OfiRecvComm::report_failure(int error, size_t overflow_length, size
                             text);
 }
 
-void OfiRecvComm::on_complete(uint32_t, size_t) {
+void OfiRecvComm::on_complete(uint32_t, size_t, const uint64_t*) {
   ack_done_.store(true, std::memory_order_release);
 }
 

@@ -27,7 +27,7 @@ class OfiRecvComm final : public CommBase<RecvComm>, public CompletionTarget {
   void recycle(Request* request) override;
   ncclResult_t report_failure(int error, size_t overflow_length, size_t posted_size,
                               const char* text) override;
-  void on_complete(uint32_t slot, size_t length) override;
+  void on_complete(uint32_t slot, size_t length, const uint64_t* remote_data) override;
   void on_error(uint32_t slot, int error, size_t overflow_length, const char* text) override;
 
  protected:

@@ -93,11 +93,12 @@ ncclResult_t OfiSendComm::isend(void* data, size_t size, int tag, void* mhandle,
   ssize_t rc;
   if (size <= endpoint().inject_size()) {
     // Small messages: the provider copies the data and reports no completion.
-    rc = fi_tinject(ep(), data, size, peer(), data_tag(remote_id_, tag));
+    rc = fi_tinjectdata(ep(), data, size, size, peer(), data_tag(remote_id_, tag));
     if (rc == 0) req->complete_now(0);
   } else {
-    rc = fi_tsend(ep(), data, size, descriptor_of(mhandle), peer(), data_tag(remote_id_, tag),
-                  &req->op(0)->provider_context);
+    // The size travels as immediate data so the receiver can detect truncation.
+    rc = fi_tsenddata(ep(), data, size, descriptor_of(mhandle), size, peer(),
+                      data_tag(remote_id_, tag), &req->op(0)->provider_context);
   }
   if (rc == 0) {
     *request = req;
@@ -120,7 +121,7 @@ ncclResult_t OfiSendComm::report_failure(int error, size_t overflow_length, size
                             text);
 }
 
-void OfiSendComm::on_complete(uint32_t slot, size_t length) {
+void OfiSendComm::on_complete(uint32_t slot, size_t length, const uint64_t*) {
   if (slot == kAckSlot) {
     ack_length_ = length;
     ack_done_.store(true, std::memory_order_release);
