@@ -25,7 +25,7 @@ struct CommSetup {
 
 // Translates a failed completion into NCCL's error codes, logging the
 // operation, device, peer and the provider's text.
-ncclResult_t completion_failure(const char* operation, const Endpoint& endpoint,
+ncclResult_t completion_failure(const char* operation, Endpoint& endpoint,
                                 const std::string& peer_name, int error, size_t overflow_length,
                                 size_t posted_size, const char* text);
 

@@ -7,11 +7,12 @@
 
 namespace weft::ofi {
 
-ncclResult_t completion_failure(const char* operation, const Endpoint& endpoint,
+ncclResult_t completion_failure(const char* operation, Endpoint& endpoint,
                                 const std::string& peer_name, int error, size_t overflow_length,
                                 size_t posted_size, const char* text) {
   const char* device = endpoint.device_name().c_str();
   const char* provider = endpoint.provider_name().c_str();
+  if (error != FI_ECANCELED) endpoint.mark_broken();
   if (error == FI_ETRUNC) {
     WEFT_WARN(
         "%s from %s on %s (%s): the peer sent %zu bytes more than the %zu-byte receive "

@@ -63,6 +63,11 @@ class Endpoint {
   // Sends up to this size complete on return (fi_tinject), with no completion.
   size_t inject_size() const { return inject_size_; }
   bool needs_local_mr() const { return (mr_mode_ & FI_MR_LOCAL) != 0; }
+  // After a truncated or failed connection some providers cannot use the
+  // connection again (tcp loses its place in the byte stream): new comms on
+  // this device then get a fresh endpoint, and so a fresh connection.
+  void mark_broken() { broken_.store(true, std::memory_order_relaxed); }
+  bool broken() const { return broken_.load(std::memory_order_relaxed); }
   uint64_t next_mr_key() { return mr_key_.fetch_add(1, std::memory_order_relaxed); }
 
  private:
@@ -83,6 +88,7 @@ class Endpoint {
   std::atomic<uint32_t> next_id_{1};
   std::atomic<uint64_t> mr_key_{1};
   std::atomic<bool> cq_failed_{false};
+  std::atomic<bool> broken_{false};
 
   std::mutex mutex_;  // guards the address cache and the orphans
   std::unordered_map<std::string, fi_addr_t> address_cache_;

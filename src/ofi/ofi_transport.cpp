@@ -57,6 +57,11 @@ ncclResult_t OfiTransport::properties(int dev, DeviceProperties* props) const {
 ncclResult_t OfiTransport::endpoint_for(int dev, std::shared_ptr<Endpoint>* out) {
   Device& device = *devices_[dev];
   std::lock_guard<std::mutex> lock(device.mutex);
+  if (device.endpoint && device.endpoint->broken()) {
+    WEFT_INFO(NCCL_NET, "%s: opening a fresh endpoint after a connection failure",
+              device.discovered.properties.name.c_str());
+    device.endpoint.reset();  // comms still using the old one keep it alive
+  }
   if (!device.endpoint) {
     EndpointOptions options;
     options.cq_read_count = static_cast<int>(params_.ofi_cq_read_count);
