@@ -156,7 +156,7 @@ RanksResult run_ranks(const std::vector<RankBody>& bodies) {
   }
 
   // Children enforce their own deadline; this one is the hard stop.
-  auto hard_stop = std::chrono::steady_clock::now() + std::chrono::seconds(test_timeout_s() + 30);
+  auto hard_stop = std::chrono::steady_clock::now() + std::chrono::seconds(test_timeout_s() + 10);
   bool killed = false;
   for (;;) {
     bool all = true;
