@@ -34,7 +34,7 @@ class CommBase : public Interface, public RequestOwner {
  public:
   explicit CommBase(CommSetup setup)
       : setup_(std::move(setup)), device_name_(setup_.endpoint->device_name()) {}
-  ~CommBase() { deregister_memory(device_name_, control_region_); }
+  ~CommBase() { deregister_memory(setup_.endpoint.get(), device_name_, control_region_); }
 
   // Registers the comm's control-message buffers (needed with FI_MR_LOCAL).
   ncclResult_t register_control(void* data, size_t size) {
@@ -53,13 +53,19 @@ class CommBase : public Interface, public RequestOwner {
         setup_.endpoint->device_name().c_str(), size, data);
     return ncclInvalidUsage;
   }
-  ncclResult_t dereg_mr(void* mhandle) override { return deregister_memory(device_name_, mhandle); }
+  ncclResult_t dereg_mr(void* mhandle) override {
+    return deregister_memory(setup_.endpoint.get(), device_name_, mhandle);
+  }
   ncclResult_t progress() override { return setup_.endpoint->poll(); }
 
-  void close() override {
+  void close() override { close_within(setup_.close_timeout_ms); }
+
+  // Finishes or cancels what is in flight for up to `timeout_ms`, then
+  // deletes the comm, or leaves it to the endpoint if operations remain.
+  void close_within(int timeout_ms) {
     cancel_receives();
     Endpoint& endpoint = *setup_.endpoint;
-    if (drain(endpoint, setup_.close_timeout_ms, [this] { return !in_flight(); })) {
+    if (drain(endpoint, timeout_ms, [this] { return !in_flight(); })) {
       delete this;
       return;
     }
@@ -76,7 +82,6 @@ class CommBase : public Interface, public RequestOwner {
   virtual void cancel_receives() {}
 
   Endpoint& endpoint() { return *setup_.endpoint; }
-  fid_ep* ep() { return setup_.endpoint->ep(); }
   fi_addr_t peer() const { return setup_.peer; }
   const std::string& peer_name() const { return setup_.peer_name; }
   const std::string& device_name() const { return device_name_; }

@@ -1,6 +1,7 @@
 #include <rdma/fi_errno.h>
 
 #include <cerrno>
+#include <string>
 
 #include "ofi/comm_base.h"
 #include "weft/log.h"
@@ -14,10 +15,12 @@ ncclResult_t completion_failure(const char* operation, Endpoint& endpoint,
   const char* provider = endpoint.provider_name().c_str();
   if (error != FI_ECANCELED) endpoint.mark_broken();
   if (error == FI_ETRUNC) {
+    // Providers do not all report how much was cut off.
+    std::string excess = overflow_length > 0 ? std::to_string(overflow_length) + " bytes " : "";
     WEFT_WARN(
-        "%s from %s on %s (%s): the peer sent %zu bytes more than the %zu-byte receive "
-        "posted for it (message truncated; sender and receiver disagree on sizes)",
-        operation, peer_name.c_str(), device, provider, overflow_length, posted_size);
+        "%s from %s on %s (%s): the peer sent %smore than the %zu-byte receive posted for "
+        "it (message truncated; sender and receiver disagree on sizes)",
+        operation, peer_name.c_str(), device, provider, excess.c_str(), posted_size);
     return ncclInvalidUsage;
   }
   if (error == FI_ECANCELED) {

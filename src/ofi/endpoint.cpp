@@ -3,9 +3,11 @@
 #include <rdma/fi_cm.h>
 #include <rdma/fi_errno.h>
 #include <rdma/fi_tagged.h>
+#include <sys/socket.h>
 
 #include <algorithm>
 #include <cstring>
+#include <string>
 
 #include "ofi/completion.h"
 #include "weft/log.h"
@@ -28,6 +30,7 @@ ncclResult_t Endpoint::open(const fi_info* info, const std::string& device_name,
   endpoint->device_name_ = device_name;
   endpoint->provider_name_ = info->fabric_attr->prov_name;
   endpoint->mr_mode_ = info->domain_attr->mr_mode;
+  endpoint->address_format_ = info->addr_format;
   endpoint->inject_size_ = info->tx_attr != nullptr ? info->tx_attr->inject_size : 0;
   endpoint->cq_read_count_ = std::clamp(options.cq_read_count, 1, kMaxBatch);
 
@@ -94,8 +97,46 @@ Endpoint::~Endpoint() {
   fabric_.reset();
 }
 
+ssize_t Endpoint::send(const void* buffer, size_t size, void* descriptor, fi_addr_t peer,
+                       uint64_t tag, OpContext* context) {
+  // The size travels as immediate data so the receiver can detect truncation.
+  std::lock_guard<std::mutex> lock(io_mutex_);
+  return fi_tsenddata(ep_.get(), buffer, size, descriptor, size, peer, tag,
+                      &context->provider_context);
+}
+
+ssize_t Endpoint::inject(const void* buffer, size_t size, fi_addr_t peer, uint64_t tag) {
+  std::lock_guard<std::mutex> lock(io_mutex_);
+  return fi_tinjectdata(ep_.get(), buffer, size, size, peer, tag);
+}
+
+ssize_t Endpoint::receive(void* buffer, size_t size, void* descriptor, uint64_t tag,
+                          OpContext* context) {
+  std::lock_guard<std::mutex> lock(io_mutex_);
+  return fi_trecv(ep_.get(), buffer, size, descriptor, FI_ADDR_UNSPEC, tag, 0,
+                  &context->provider_context);
+}
+
+void Endpoint::cancel(OpContext* context) {
+  std::lock_guard<std::mutex> lock(io_mutex_);
+  fi_cancel(&ep_->fid, &context->provider_context);
+}
+
+int Endpoint::register_region(void* data, size_t size, fid_mr** mr) {
+  std::lock_guard<std::mutex> lock(io_mutex_);
+  return fi_mr_reg(domain_.get(), data, size, FI_SEND | FI_RECV, 0,
+                   mr_key_.fetch_add(1, std::memory_order_relaxed), 0, mr, nullptr);
+}
+
+int Endpoint::close_region(fid_mr* mr) {
+  std::lock_guard<std::mutex> lock(io_mutex_);
+  return fi_close(&mr->fid);
+}
+
 ncclResult_t Endpoint::poll() {
   fi_cq_tagged_entry entries[kMaxBatch];
+  // Completion callbacks run under the lock; they only record results.
+  std::lock_guard<std::mutex> lock(io_mutex_);
   ssize_t count = fi_cq_read(cq_.get(), entries, static_cast<size_t>(cq_read_count_));
   if (count > 0) {
     for (ssize_t i = 0; i < count; ++i) {
@@ -136,8 +177,20 @@ ncclResult_t Endpoint::insert_address(const uint8_t* address, size_t size, fi_ad
     *out = it->second;
     return ncclSuccess;
   }
+  std::string problem;
+  if (!plausible_peer_address(address, size, &problem)) {
+    WEFT_WARN(
+        "%s: rejecting peer address: %s (corrupt handle, or peers using different "
+        "providers?)",
+        device_name_.c_str(), problem.c_str());
+    return ncclInvalidArgument;
+  }
   fi_addr_t fi_addr = FI_ADDR_NOTAVAIL;
-  int inserted = fi_av_insert(av_.get(), address, 1, &fi_addr, 0, nullptr);
+  int inserted;
+  {
+    std::lock_guard<std::mutex> io_lock(io_mutex_);
+    inserted = fi_av_insert(av_.get(), address, 1, &fi_addr, 0, nullptr);
+  }
   if (inserted != 1 || fi_addr == FI_ADDR_NOTAVAIL) {
     WEFT_WARN("%s: peer address %s rejected by the address vector (%s)", device_name_.c_str(),
               address_to_string(address, size).c_str(),
@@ -149,6 +202,50 @@ ncclResult_t Endpoint::insert_address(const uint8_t* address, size_t size, fi_ad
   return ncclSuccess;
 }
 
+bool Endpoint::plausible_peer_address(const uint8_t* address, size_t size,
+                                      std::string* problem) const {
+  switch (address_format_) {
+    case FI_ADDR_STR: {
+      // "prefix://..." printable text, with the same prefix as ours.
+      const char* local = reinterpret_cast<const char*>(local_address_);
+      const char* scheme_end = std::strstr(local, "://");
+      size_t prefix = scheme_end != nullptr ? static_cast<size_t>(scheme_end - local) + 3 : 0;
+      if (size <= prefix || std::memcmp(address, local, prefix) != 0) {
+        *problem = "it does not start with the provider's scheme";
+        return false;
+      }
+      for (size_t i = 0; i < size && address[i] != 0; ++i) {
+        if (address[i] < 0x20 || address[i] > 0x7e) {
+          *problem = "it contains non-printable bytes";
+          return false;
+        }
+      }
+      return true;
+    }
+    case FI_SOCKADDR:
+    case FI_SOCKADDR_IN:
+    case FI_SOCKADDR_IN6: {
+      sa_family_t family = 0;
+      sa_family_t local_family = 0;
+      if (size >= sizeof(family)) std::memcpy(&family, address, sizeof(family));
+      std::memcpy(&local_family, local_address_, sizeof(local_family));
+      if (size != local_address_size_ || family != local_family) {
+        *problem = "socket address of family " + std::to_string(family) + " and " +
+                   std::to_string(size) + " bytes, expected family " +
+                   std::to_string(local_family) + " and " + std::to_string(local_address_size_);
+        return false;
+      }
+      return true;
+    }
+    default:
+      if (size != local_address_size_) {
+        *problem = std::to_string(size) + " bytes, expected " + std::to_string(local_address_size_);
+        return false;
+      }
+      return true;
+  }
+}
+
 std::string Endpoint::address_to_string(const uint8_t* address, size_t size) const {
   // fi_av_straddr needs an address the provider understands; bound its work
   // to a local copy so a malformed peer address cannot be over-read.
@@ -156,6 +253,7 @@ std::string Endpoint::address_to_string(const uint8_t* address, size_t size) con
   std::memcpy(copy, address, std::min(size, sizeof(copy)));
   char text[256] = {};
   size_t length = sizeof(text);
+  std::lock_guard<std::mutex> lock(io_mutex_);
   const char* result = fi_av_straddr(av_.get(), copy, text, &length);
   return result != nullptr ? std::string(text) : std::string("<unprintable address>");
 }

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "nccl/types.h"
+#include "ofi/completion.h"
 #include "ofi/fabric_ptr.h"
 #include "weft/transport.h"
 
@@ -44,6 +45,8 @@ class Endpoint {
   // the same peer does not grow the AV.
   ncclResult_t insert_address(const uint8_t* address, size_t size, fi_addr_t* out);
   std::string address_to_string(const uint8_t* address, size_t size) const;
+  // Cheap sanity check of a peer's address before the provider sees it.
+  bool plausible_peer_address(const uint8_t* address, size_t size, std::string* problem) const;
 
   // Ids for listeners and comms, unique on this endpoint, in 1..2^31-1.
   uint32_t next_id();
@@ -53,8 +56,17 @@ class Endpoint {
   // completions.
   void adopt(std::unique_ptr<Comm> orphan);
 
-  fid_ep* ep() const { return ep_.get(); }
-  fid_domain* domain() const { return domain_.get(); }
+  // Data operations. The domain is opened FI_THREAD_DOMAIN and every call
+  // into it goes through io_mutex_: one uncontended lock is cheaper than
+  // the provider's own thread-safe mode, and some providers (rxd) deadlock
+  // in that mode.
+  ssize_t send(const void* buffer, size_t size, void* descriptor, fi_addr_t peer, uint64_t tag,
+               OpContext* context);
+  ssize_t inject(const void* buffer, size_t size, fi_addr_t peer, uint64_t tag);
+  ssize_t receive(void* buffer, size_t size, void* descriptor, uint64_t tag, OpContext* context);
+  void cancel(OpContext* context);
+  int register_region(void* data, size_t size, fid_mr** mr);
+  int close_region(fid_mr* mr);
   const uint8_t* local_address() const { return local_address_; }
   size_t local_address_size() const { return local_address_size_; }
   const std::string& device_name() const { return device_name_; }
@@ -68,7 +80,6 @@ class Endpoint {
   // this device then get a fresh endpoint, and so a fresh connection.
   void mark_broken() { broken_.store(true, std::memory_order_relaxed); }
   bool broken() const { return broken_.load(std::memory_order_relaxed); }
-  uint64_t next_mr_key() { return mr_key_.fetch_add(1, std::memory_order_relaxed); }
 
  private:
   Endpoint() = default;
@@ -82,6 +93,7 @@ class Endpoint {
   std::string provider_name_;
   uint64_t mr_mode_ = 0;
   size_t inject_size_ = 0;
+  uint32_t address_format_ = FI_FORMAT_UNSPEC;
   int cq_read_count_ = 16;
   uint8_t local_address_[128] = {};
   size_t local_address_size_ = 0;
@@ -90,7 +102,8 @@ class Endpoint {
   std::atomic<bool> cq_failed_{false};
   std::atomic<bool> broken_{false};
 
-  std::mutex mutex_;  // guards the address cache and the orphans
+  mutable std::mutex io_mutex_;  // serializes every call into the domain, endpoint, AV and CQ
+  std::mutex mutex_;             // guards the address cache and the orphans
   std::unordered_map<std::string, fi_addr_t> address_cache_;
   std::vector<std::unique_ptr<Comm>> orphans_;
 };

@@ -21,7 +21,7 @@ OfiListenComm::OfiListenComm(std::shared_ptr<Endpoint> endpoint, uint32_t listen
 }
 
 OfiListenComm::~OfiListenComm() {
-  deregister_memory(device_name_, region_);
+  deregister_memory(endpoint_.get(), device_name_, region_);
 }
 
 ncclResult_t OfiListenComm::start() {
@@ -35,8 +35,8 @@ ncclResult_t OfiListenComm::post_request_receive() {
   arrived_.store(false, std::memory_order_relaxed);
   error_.store(0, std::memory_order_relaxed);
   for (;;) {
-    ssize_t rc = fi_trecv(endpoint_->ep(), buffer_, sizeof(buffer_), descriptor_of(region_),
-                          FI_ADDR_UNSPEC, connect_tag(listen_id_), 0, &op_.provider_context);
+    ssize_t rc = endpoint_->receive(buffer_, sizeof(buffer_), descriptor_of(region_),
+                                    connect_tag(listen_id_), &op_);
     if (rc == 0) break;
     if (rc != -FI_EAGAIN) {
       WEFT_WARN("%s: posting the connect-request receive failed: %s",
@@ -95,7 +95,7 @@ ncclResult_t OfiListenComm::accept(RecvComm** recv_comm) {
 void OfiListenComm::close() {
   if (accepting_) accepting_.release()->close();
   if (posted_ && !arrived_.load(std::memory_order_acquire)) {
-    fi_cancel(&endpoint_->ep()->fid, &op_.provider_context);
+    endpoint_->cancel(&op_);
     bool idle = drain(*endpoint_, close_timeout_ms_,
                       [this] { return arrived_.load(std::memory_order_acquire); });
     if (!idle) {

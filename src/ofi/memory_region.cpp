@@ -24,8 +24,7 @@ ncclResult_t register_memory(Endpoint& endpoint, void* data, size_t size, int ty
   region->size = size;
   if (endpoint.needs_local_mr() && size > 0) {
     fid_mr* mr = nullptr;
-    int rc = fi_mr_reg(endpoint.domain(), data, size, FI_SEND | FI_RECV, 0, endpoint.next_mr_key(),
-                       0, &mr, nullptr);
+    int rc = endpoint.register_region(data, size, &mr);
     if (rc != 0) {
       WEFT_WARN("%s: registering %zu bytes of host memory at %p failed: %s (%d)",
                 endpoint.device_name().c_str(), size, data, fi_strerror(-rc), rc);
@@ -38,7 +37,7 @@ ncclResult_t register_memory(Endpoint& endpoint, void* data, size_t size, int ty
   return ncclSuccess;
 }
 
-ncclResult_t deregister_memory(const std::string& device_name, void* mhandle) {
+ncclResult_t deregister_memory(Endpoint* endpoint, const std::string& device_name, void* mhandle) {
   if (mhandle == nullptr) return ncclSuccess;
   auto* region = static_cast<MemoryRegion*>(mhandle);
   if (region->magic != MemoryRegion::kMagic) {
@@ -48,7 +47,7 @@ ncclResult_t deregister_memory(const std::string& device_name, void* mhandle) {
   region->magic = 0;
   ncclResult_t result = ncclSuccess;
   if (region->mr != nullptr) {
-    int rc = fi_close(&region->mr->fid);
+    int rc = endpoint != nullptr ? endpoint->close_region(region->mr) : fi_close(&region->mr->fid);
     if (rc != 0) {
       WEFT_WARN("%s: deregistering memory at %p failed: %s", device_name.c_str(), region->base,
                 fi_strerror(-rc));

@@ -24,8 +24,9 @@ struct MemoryRegion {
 };
 
 ncclResult_t register_memory(Endpoint& endpoint, void* data, size_t size, int type, void** mhandle);
-// Needs no endpoint: comms left to their endpoint deregister while it closes.
-ncclResult_t deregister_memory(const std::string& device_name, void* mhandle);
+// `endpoint` may be null for comms left to their endpoint, which deregister
+// while it closes (single-threaded by then).
+ncclResult_t deregister_memory(Endpoint* endpoint, const std::string& device_name, void* mhandle);
 
 // Descriptor to pass with a data operation; nullptr for a NULL handle.
 inline void* descriptor_of(void* mhandle) {

@@ -38,7 +38,8 @@ ncclResult_t OfiTransport::create(const Params& params, std::unique_ptr<Transpor
 
 OfiTransport::~OfiTransport() {
   std::lock_guard<std::mutex> lock(pending_mutex_);
-  for (auto& entry : pending_) entry.second.release()->close();
+  // Connections that never completed: do not wait for peers that may not exist.
+  for (auto& entry : pending_) entry.second.release()->close_within(0);
   pending_.clear();
 }
 
@@ -57,20 +58,23 @@ ncclResult_t OfiTransport::properties(int dev, DeviceProperties* props) const {
 ncclResult_t OfiTransport::endpoint_for(int dev, std::shared_ptr<Endpoint>* out) {
   Device& device = *devices_[dev];
   std::lock_guard<std::mutex> lock(device.mutex);
-  if (device.endpoint && device.endpoint->broken()) {
+  std::shared_ptr<Endpoint> endpoint = device.endpoint.lock();
+  if (endpoint && endpoint->broken()) {
+    // Comms still using the broken one keep it alive until they close.
     WEFT_INFO(NCCL_NET, "%s: opening a fresh endpoint after a connection failure",
               device.discovered.properties.name.c_str());
-    device.endpoint.reset();  // comms still using the old one keep it alive
+    endpoint.reset();
   }
-  if (!device.endpoint) {
+  if (!endpoint) {
     EndpointOptions options;
     options.cq_read_count = static_cast<int>(params_.ofi_cq_read_count);
     options.cq_size = static_cast<int>(params_.ofi_cq_size);
-    ncclResult_t result = Endpoint::open(
-        device.discovered.info.get(), device.discovered.properties.name, options, &device.endpoint);
+    ncclResult_t result = Endpoint::open(device.discovered.info.get(),
+                                         device.discovered.properties.name, options, &endpoint);
     if (result != ncclSuccess) return result;
+    device.endpoint = endpoint;
   }
-  *out = device.endpoint;
+  *out = std::move(endpoint);
   return ncclSuccess;
 }
 

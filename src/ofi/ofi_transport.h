@@ -32,7 +32,10 @@ class OfiTransport final : public Transport {
     DiscoveredDevice discovered;
     uint32_t provider_hash = 0;
     std::mutex mutex;
-    std::shared_ptr<Endpoint> endpoint;
+    // Weak: an endpoint lives exactly as long as comms use it, so nothing
+    // of the provider stays open once every comm is closed (NCCL may unload
+    // and reload the plugin, and shm names endpoints per process).
+    std::weak_ptr<Endpoint> endpoint;
   };
 
   OfiTransport() = default;

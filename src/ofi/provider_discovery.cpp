@@ -39,7 +39,7 @@ InfoPtr make_hints(const std::string& provider) {
   hints->mode = FI_CONTEXT | FI_CONTEXT2;
   hints->ep_attr->type = FI_EP_RDM;
   hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
-  hints->domain_attr->threading = FI_THREAD_SAFE;
+  hints->domain_attr->threading = FI_THREAD_DOMAIN;  // weft serializes per endpoint
   // Each message carries its size as immediate data (at least 4 bytes).
   hints->domain_attr->cq_data_size = 4;
   // Matching relies on messages of one comm and tag staying in order.

@@ -24,8 +24,8 @@ ncclResult_t OfiRecvComm::post_ack(bool* posted) {
     ConnectAck ack;
     ack.recv_comm_id = local_id_;
     encode_connect_ack(ack, ack_buffer_);
-    ssize_t rc = fi_tsend(ep(), ack_buffer_, sizeof(ack_buffer_), control_descriptor(), peer(),
-                          ack_tag(connector_id_), &ack_op_.provider_context);
+    ssize_t rc = endpoint().send(ack_buffer_, sizeof(ack_buffer_), control_descriptor(), peer(),
+                                 ack_tag(connector_id_), &ack_op_);
     if (rc == -FI_EAGAIN) return endpoint().poll();
     if (rc != 0) {
       WEFT_WARN("%s: accept from %s: sending the acknowledgement failed: %s", device_name().c_str(),
@@ -82,9 +82,8 @@ ncclResult_t OfiRecvComm::post_pending() {
   RecvRequest* req = partial_.request;
   while (partial_.next < req->count()) {
     int slot = partial_.next;
-    ssize_t rc =
-        fi_trecv(ep(), partial_.data[slot], req->posted_size(slot), partial_.descriptors[slot],
-                 FI_ADDR_UNSPEC, partial_.tags[slot], 0, &req->op(slot)->provider_context);
+    ssize_t rc = endpoint().receive(partial_.data[slot], req->posted_size(slot),
+                                    partial_.descriptors[slot], partial_.tags[slot], req->op(slot));
     if (rc == -FI_EAGAIN) return endpoint().poll();
     if (rc != 0) {
       WEFT_WARN("%s: irecv of %zu bytes from %s failed: %s", device_name().c_str(),
@@ -152,7 +151,7 @@ void OfiRecvComm::cancel_receives() {
     RecvRequest* req = pool_.at(i);
     if (!pool_.is_used(req) || req->finished()) continue;
     for (int slot = 0; slot < req->count(); ++slot) {
-      fi_cancel(&ep()->fid, &req->op(slot)->provider_context);
+      endpoint().cancel(req->op(slot));
     }
   }
 }

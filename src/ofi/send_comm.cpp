@@ -33,9 +33,8 @@ ncclResult_t OfiSendComm::step_connect(bool* connected) {
   }
   // The ack receive goes first so the listener's answer always finds it.
   if (!ack_posted_) {
-    ssize_t rc =
-        fi_trecv(ep(), control_.ack, sizeof(control_.ack), control_descriptor(), FI_ADDR_UNSPEC,
-                 ack_tag(local_id_), 0, &control_ops_[kAckSlot].provider_context);
+    ssize_t rc = endpoint().receive(control_.ack, sizeof(control_.ack), control_descriptor(),
+                                    ack_tag(local_id_), &control_ops_[kAckSlot]);
     if (rc == -FI_EAGAIN) return endpoint().poll();
     if (rc != 0) {
       WEFT_WARN("%s: connect to %s: posting the acknowledgement receive failed: %s",
@@ -45,9 +44,8 @@ ncclResult_t OfiSendComm::step_connect(bool* connected) {
     ack_posted_ = true;
   }
   if (!connect_posted_) {
-    ssize_t rc =
-        fi_tsend(ep(), control_.connect, sizeof(control_.connect), control_descriptor(), peer(),
-                 connect_tag(listen_id_), &control_ops_[kConnectSlot].provider_context);
+    ssize_t rc = endpoint().send(control_.connect, sizeof(control_.connect), control_descriptor(),
+                                 peer(), connect_tag(listen_id_), &control_ops_[kConnectSlot]);
     if (rc == -FI_EAGAIN) return endpoint().poll();
     if (rc != 0) {
       WEFT_WARN("%s: connect to %s: sending the connect request failed: %s", device_name().c_str(),
@@ -93,12 +91,11 @@ ncclResult_t OfiSendComm::isend(void* data, size_t size, int tag, void* mhandle,
   ssize_t rc;
   if (size <= endpoint().inject_size()) {
     // Small messages: the provider copies the data and reports no completion.
-    rc = fi_tinjectdata(ep(), data, size, size, peer(), data_tag(remote_id_, tag));
+    rc = endpoint().inject(data, size, peer(), data_tag(remote_id_, tag));
     if (rc == 0) req->complete_now(0);
   } else {
-    // The size travels as immediate data so the receiver can detect truncation.
-    rc = fi_tsenddata(ep(), data, size, descriptor_of(mhandle), size, peer(),
-                      data_tag(remote_id_, tag), &req->op(0)->provider_context);
+    rc = endpoint().send(data, size, descriptor_of(mhandle), peer(), data_tag(remote_id_, tag),
+                         req->op(0));
   }
   if (rc == 0) {
     *request = req;
@@ -155,7 +152,7 @@ bool OfiSendComm::in_flight() {
 
 void OfiSendComm::cancel_receives() {
   if (ack_posted_ && !ack_done_.load(std::memory_order_acquire)) {
-    fi_cancel(&ep()->fid, &control_ops_[kAckSlot].provider_context);
+    endpoint().cancel(&control_ops_[kAckSlot]);
   }
 }
 
