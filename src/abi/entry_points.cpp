@@ -228,34 +228,31 @@ ncclResult_t test(void* request, int* done, int* sizes) {
   });
 }
 
-ncclResult_t close_send(void* send_comm) {
-  return guarded("closeSend", [&] {
-    if (send_comm == nullptr) return ncclSuccess;
-    auto* comm = comm_as<SendComm>(send_comm, CommKind::Send, "closeSend");
-    if (comm == nullptr) return ncclInvalidArgument;
-    comm->close();
+namespace {
+
+// NCCL closes comms it got from us; NULL is a no-op.
+ncclResult_t close_comm(void* comm, CommKind kind, const char* what) {
+  return guarded(what, [&] {
+    if (comm == nullptr) return ncclSuccess;
+    auto* target = comm_as<Comm>(comm, kind, what);
+    if (target == nullptr) return ncclInvalidArgument;
+    target->close();
     return ncclSuccess;
   });
+}
+
+}  // namespace
+
+ncclResult_t close_send(void* send_comm) {
+  return close_comm(send_comm, CommKind::Send, "closeSend");
 }
 
 ncclResult_t close_recv(void* recv_comm) {
-  return guarded("closeRecv", [&] {
-    if (recv_comm == nullptr) return ncclSuccess;
-    auto* comm = comm_as<RecvComm>(recv_comm, CommKind::Recv, "closeRecv");
-    if (comm == nullptr) return ncclInvalidArgument;
-    comm->close();
-    return ncclSuccess;
-  });
+  return close_comm(recv_comm, CommKind::Recv, "closeRecv");
 }
 
 ncclResult_t close_listen(void* listen_comm) {
-  return guarded("closeListen", [&] {
-    if (listen_comm == nullptr) return ncclSuccess;
-    auto* comm = comm_as<ListenComm>(listen_comm, CommKind::Listen, "closeListen");
-    if (comm == nullptr) return ncclInvalidArgument;
-    comm->close();
-    return ncclSuccess;
-  });
+  return close_comm(listen_comm, CommKind::Listen, "closeListen");
 }
 
 }  // namespace weft::abi
