@@ -7,6 +7,7 @@ WEFT_DEB_PACKAGES=(
   build-essential cmake ninja-build pkg-config
   libfabric-dev libfabric-bin libhwloc-dev catch2
   clang-format iproute2 iptables
+  gdb  # stacks of hung test ranks in CI logs
 )
 
 weft_install_deps() {
