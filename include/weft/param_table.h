@@ -23,6 +23,9 @@
   WEFT_PARAM(close_timeout_ms, "WEFT_CLOSE_TIMEOUT_MS", Int, "2000", 0, 600000,                   \
              "How long closing a comm waits for requests still in flight before it abandons "     \
              "them to the endpoint (ms).")                                                        \
+  WEFT_PARAM(connect_timeout_ms, "WEFT_CONNECT_TIMEOUT_MS", Int, "300000", 1, 86400000,           \
+             "How long connect waits for the listener's answer before it fails with an error "    \
+             "naming the peer (ms).")                                                             \
   WEFT_PARAM(max_p2p_bytes, "WEFT_MAX_P2P_BYTES", Size, "0", 0, 1099511627776,                    \
              "Largest single message reported to NCCL (maxP2pBytes). 0: the provider's limit, "   \
              "capped at 1 TiB.")                                                                  \

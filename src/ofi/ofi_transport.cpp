@@ -145,7 +145,8 @@ ncclResult_t OfiTransport::connect(int dev, const CommConfig&, void* handle, Sen
     setup.peer_name = endpoint->address_to_string(decoded.address, decoded.address_size);
     result = endpoint->insert_address(decoded.address, decoded.address_size, &setup.peer);
     if (result != ncclSuccess) return result;
-    comm = std::make_unique<OfiSendComm>(std::move(setup), endpoint->next_id(), decoded.listen_id);
+    comm = std::make_unique<OfiSendComm>(std::move(setup), endpoint->next_id(), decoded.listen_id,
+                                         static_cast<int>(params_.connect_timeout_ms));
     std::lock_guard<std::mutex> lock(pending_mutex_);
     cookie = cookie_base_ + next_cookie_++;
     if (cookie == 0) cookie = cookie_base_ + next_cookie_++;

@@ -11,8 +11,13 @@
 
 namespace weft::ofi {
 
-OfiSendComm::OfiSendComm(CommSetup setup, uint32_t local_id, uint32_t listen_id)
-    : CommBase<SendComm>(std::move(setup)), local_id_(local_id), listen_id_(listen_id) {
+OfiSendComm::OfiSendComm(CommSetup setup, uint32_t local_id, uint32_t listen_id,
+                         int connect_timeout_ms)
+    : CommBase<SendComm>(std::move(setup)),
+      local_id_(local_id),
+      listen_id_(listen_id),
+      connect_deadline_(std::chrono::steady_clock::now() +
+                        std::chrono::milliseconds(connect_timeout_ms)) {
   for (uint32_t slot = 0; slot < 2; ++slot) {
     control_ops_[slot].target = this;
     control_ops_[slot].slot = slot;
@@ -21,6 +26,14 @@ OfiSendComm::OfiSendComm(CommSetup setup, uint32_t local_id, uint32_t listen_id)
 
 ncclResult_t OfiSendComm::step_connect(bool* connected) {
   *connected = false;
+  if (std::chrono::steady_clock::now() >= connect_deadline_) {
+    // Returning NULL forever would leave NCCL waiting: fail with the peer named.
+    WEFT_WARN("%s: connect to %s: no answer from the listener within WEFT_CONNECT_TIMEOUT_MS "
+              "(is the peer process alive, listening with the same WEFT_OFI_PROVIDER, and "
+              "reachable from this host?)",
+              device_name().c_str(), peer_name().c_str());
+    return ncclRemoteError;
+  }
   if (!registered_) {
     ncclResult_t result = register_control(&control_, sizeof(control_));
     if (result != ncclSuccess) return result;

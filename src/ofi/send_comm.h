@@ -3,6 +3,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 
 #include "ofi/comm_base.h"
 #include "ofi/connection_messages.h"
@@ -15,7 +16,7 @@ class OfiSendComm final : public CommBase<SendComm>, public CompletionTarget {
   // NCCL may keep 32 x maxRecvs sends in flight on one comm.
   static constexpr size_t kPoolSize = kMaxRequests * kMaxRecvs;
 
-  OfiSendComm(CommSetup setup, uint32_t local_id, uint32_t listen_id);
+  OfiSendComm(CommSetup setup, uint32_t local_id, uint32_t listen_id, int connect_timeout_ms);
 
   // Non-blocking connection setup; *connected once the peer acknowledged.
   ncclResult_t step_connect(bool* connected);
@@ -43,6 +44,7 @@ class OfiSendComm final : public CommBase<SendComm>, public CompletionTarget {
 
   uint32_t local_id_;
   uint32_t listen_id_;
+  std::chrono::steady_clock::time_point connect_deadline_;
   uint32_t remote_id_ = 0;
   bool connected_ = false;
   bool registered_ = false;
