@@ -47,7 +47,6 @@ class RequestPool {
     return owns(item) && used_[static_cast<size_t>(item - items_.data())];
   }
   size_t in_use() const { return Capacity - free_count_; }
-  static constexpr size_t capacity() { return Capacity; }
   T* at(size_t index) { return &items_[index]; }
 
  private:

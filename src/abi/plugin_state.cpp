@@ -11,7 +11,6 @@ namespace {
 struct PluginState {
   std::mutex mutex;
   int references = 0;
-  Params params;
   std::shared_ptr<Transport> transport;
 };
 
@@ -47,7 +46,6 @@ ncclResult_t acquire_plugin(ncclDebugLogger_t logger) {
   std::unique_ptr<Transport> transport;
   ncclResult_t result = make_transport(params, &transport);
   if (result != ncclSuccess) return result;
-  s.params = std::move(params);
   s.transport = std::move(transport);
   s.references = 1;
   WEFT_INFO(NCCL_INIT, "initialized %s transport with %d device(s)", s.transport->name(),
@@ -75,10 +73,6 @@ std::shared_ptr<Transport> transport_or_null(const char* caller) {
     return nullptr;
   }
   return s.transport;
-}
-
-const Params& plugin_params() {
-  return state().params;
 }
 
 }  // namespace weft::abi

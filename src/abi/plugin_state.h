@@ -25,6 +25,4 @@ void release_plugin();
 // The transport, or nullptr (and a logged error) before init.
 std::shared_ptr<Transport> transport_or_null(const char* caller);
 
-const Params& plugin_params();
-
 }  // namespace weft::abi

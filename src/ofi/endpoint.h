@@ -71,7 +71,6 @@ class Endpoint {
   size_t local_address_size() const { return local_address_size_; }
   const std::string& device_name() const { return device_name_; }
   const std::string& provider_name() const { return provider_name_; }
-  uint64_t mr_mode() const { return mr_mode_; }
   // Sends up to this size complete on return (fi_tinject), with no completion.
   size_t inject_size() const { return inject_size_; }
   bool needs_local_mr() const { return (mr_mode_ & FI_MR_LOCAL) != 0; }
