@@ -4,6 +4,7 @@
 
 using weft::ofi::domain_selected;
 using weft::ofi::is_rdma_provider;
+using weft::ofi::preferred_rdma_provider;
 
 TEST_CASE("auto mode takes only RDMA-class providers", "[unit][ofi]") {
   CHECK(is_rdma_provider("efa"));
@@ -24,4 +25,12 @@ TEST_CASE("WEFT_OFI_DOMAIN includes or excludes domains", "[unit][ofi]") {
   CHECK_FALSE(domain_selected("^lo", "lo"));
   CHECK(domain_selected("^lo", "eth0"));
   CHECK_FALSE(domain_selected("lo0", "lo"));
+}
+
+TEST_CASE("auto mode prefers EFA and uses one provider class", "[unit][ofi]") {
+  CHECK(preferred_rdma_provider({"tcp;ofi_rxm", "verbs;ofi_rxm", "efa", "shm"}) == "efa");
+  CHECK(preferred_rdma_provider({"verbs;ofi_rxm", "cxi"}) == "cxi");
+  CHECK(preferred_rdma_provider({"tcp;ofi_rxm", "verbs;ofi_rxm"}) == "verbs");
+  CHECK(preferred_rdma_provider({"tcp;ofi_rxm", "shm", "udp;ofi_rxd"}).empty());
+  CHECK(preferred_rdma_provider({}).empty());
 }

@@ -119,6 +119,17 @@ bool is_rdma_provider(const std::string& provider_name) {
   return rdma.count(core_provider(provider_name)) > 0;
 }
 
+std::string preferred_rdma_provider(const std::vector<std::string>& provider_names) {
+  // EFA first (the cloud case), then the native HPC fabrics, verbs last.
+  static const char* const order[] = {"efa", "cxi", "opx", "psm3", "psm2", "verbs", "usnic"};
+  for (const char* wanted : order) {
+    for (const auto& name : provider_names) {
+      if (core_provider(name) == wanted) return wanted;
+    }
+  }
+  return {};
+}
+
 bool domain_selected(const std::string& filter, const std::string& domain) {
   if (filter.empty()) return true;
   bool exclude = filter[0] == '^';
@@ -150,13 +161,24 @@ ncclResult_t discover_devices(const Params& params, std::vector<DiscoveredDevice
     return ncclSystemError;
   }
 
+  // Auto mode uses one provider class only: two providers over the same NIC
+  // (efa and verbs, say) would show NCCL the same port twice.
+  std::string auto_choice;
+  if (provider.empty()) {
+    std::vector<std::string> seen_names;
+    for (fi_info* info = all.get(); info != nullptr; info = info->next) {
+      seen_names.push_back(info->fabric_attr->prov_name);
+    }
+    auto_choice = preferred_rdma_provider(seen_names);
+  }
+
   std::set<std::string> names;
   std::set<std::string> skipped_providers;
   for (fi_info* info = all.get(); info != nullptr; info = info->next) {
     std::string prov = info->fabric_attr->prov_name;
     std::string domain = info->domain_attr->name;
-    if (provider.empty() && !is_rdma_provider(prov)) {
-      skipped_providers.insert(prov);
+    if (provider.empty() && core_provider(prov) != auto_choice) {
+      if (!is_rdma_provider(prov)) skipped_providers.insert(prov);
       continue;
     }
     if (!domain_selected(params.ofi_domain, domain)) continue;

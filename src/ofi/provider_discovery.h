@@ -23,6 +23,10 @@ ncclResult_t discover_devices(const Params& params, std::vector<DiscoveredDevice
 // Providers that move data with RDMA hardware; auto mode uses only these.
 bool is_rdma_provider(const std::string& provider_name);
 
+// Auto mode's choice among the providers fi_getinfo returned: the core
+// provider name ("efa", "verbs", ...), or empty when none is RDMA-class.
+std::string preferred_rdma_provider(const std::vector<std::string>& provider_names);
+
 // WEFT_OFI_DOMAIN semantics: empty keeps all; "a,b" keeps those; "^a,b"
 // keeps all but those.
 bool domain_selected(const std::string& filter, const std::string& domain);
