@@ -8,6 +8,7 @@ WEFT_DEB_PACKAGES=(
   libfabric-dev libfabric-bin libhwloc-dev catch2
   clang-format iproute2 iptables
   gdb  # stacks of hung test ranks in CI logs
+  python3-matplotlib  # scripts/plot-perf.py and its test (tools.plot_perf)
 )
 
 weft_install_deps() {
