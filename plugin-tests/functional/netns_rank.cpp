@@ -7,10 +7,11 @@
 //   weft-netns-rank --server <bind-addr> <port>
 //   weft-netns-rank --client <server-addr> <port>
 // Exit: 0 passed, 1 failed (message on stderr).
+#include <unistd.h>
+
 #include <cstdio>
 #include <cstring>
 #include <string>
-#include <unistd.h>
 
 #include "channel.h"
 #include "net_ops.h"
@@ -48,8 +49,8 @@ void run_server(Channel& ch, int v) {
   ch.sync("done");
   FT_OK(c->close_recv(rc));
   FT_OK(c->finalize());
-  std::fprintf(stderr, "netns server: v%d over device '%s': %zu sizes up to %zu bytes verified\n", v,
-               info.name.c_str(), kSizes.size(), kSizes.back());
+  std::fprintf(stderr, "netns server: v%d over device '%s': %zu sizes up to %zu bytes verified\n",
+               v, info.name.c_str(), kSizes.size(), kSizes.back());
 }
 
 void run_client(Channel& ch, int v) {
@@ -93,8 +94,10 @@ int main(int argc, char** argv) {
     }
     Channel ch(fd);
     for (int v = 6; v <= 12; ++v) {
-      if (server) run_server(ch, v);
-      else run_client(ch, v);
+      if (server)
+        run_server(ch, v);
+      else
+        run_client(ch, v);
     }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "FAILED: %s\n", e.what());

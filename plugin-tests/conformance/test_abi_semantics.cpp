@@ -2,8 +2,9 @@
 // NULL request retry, the optional-receive-completion sentinel, NULL sizes,
 // NULL device-handle pointers, NULL phandles, finalize(NULL), repeated
 // init/finalize.
-#include <catch2/catch.hpp>
 #include <sched.h>
+
+#include <catch2/catch.hpp>
 
 #include "net_ops.h"
 #include "pattern.h"
@@ -13,8 +14,7 @@
 using namespace weft;
 using namespace weft::ft;
 
-TEST_CASE("isend NULL request means retry: sends posted before any receive all arrive",
-          "[abi]") {
+TEST_CASE("isend NULL request means retry: sends posted before any receive all arrive", "[abi]") {
   const int v = GENERATE(filter(abi_version_selected, range(6, 13)));
   INFO("ABI v" << v);
   constexpr int kN = NCCL_NET_MAX_REQUESTS;
@@ -32,12 +32,14 @@ TEST_CASE("isend NULL request means retry: sends posted before any receive all a
         for (int i = 0; i < kN; ++i) {
           bufs.emplace_back(n);
           mrs.push_back(std::make_unique<Mr>(*c, rc, bufs[i].data(), n));
-          reqs[i].req = post_irecv1(*c, rc, bufs[i].data(), n, 0, mrs[i]->get(), [&] { progress(*c, reqs); });
+          reqs[i].req =
+              post_irecv1(*c, rc, bufs[i].data(), n, 0, mrs[i]->get(), [&] { progress(*c, reqs); });
           reqs[i].what = "receive #" + std::to_string(i);
         }
         wait_all(*c, reqs);
         for (int i = 0; i < kN; ++i) {
-          FT_REQUIRE(reqs[i].sizes[0] == static_cast<int>(n), reqs[i].what << ": size " << reqs[i].sizes[0]);
+          FT_REQUIRE(reqs[i].sizes[0] == static_cast<int>(n),
+                     reqs[i].what << ": size " << reqs[i].sizes[0]);
           check_received(bufs[i].data(), n, n, pattern_seed(4242, i), reqs[i].what);
         }
         rk.peer->sync("done");
@@ -75,11 +77,13 @@ TEST_CASE("isend NULL request means retry: sends posted before any receive all a
         rk.peer->send_u64(static_cast<uint64_t>(next));
         // Phase 2: the receiver posts; retry the rest.
         for (; next < kN; ++next)
-          reqs[next].req = post_isend(*c, sc, bufs[next].data(), n, 0, mrs[next]->get(),
-                                      [&] { progress(*c, reqs); }, &nulls);
+          reqs[next].req = post_isend(
+              *c, sc, bufs[next].data(), n, 0, mrs[next]->get(), [&] { progress(*c, reqs); },
+              &nulls);
         wait_all(*c, reqs);
         for (int i = 0; i < kN; ++i)
-          FT_REQUIRE(reqs[i].sizes[0] == static_cast<int>(n), reqs[i].what << ": size " << reqs[i].sizes[0]);
+          FT_REQUIRE(reqs[i].sizes[0] == static_cast<int>(n),
+                     reqs[i].what << ": size " << reqs[i].sizes[0]);
         rk.peer->sync("done");
         mrs.clear();
         FT_OK(c->close_send(sc));
@@ -88,8 +92,7 @@ TEST_CASE("isend NULL request means retry: sends posted before any receive all a
   REQUIRE_RANKS(r);
 }
 
-TEST_CASE("NULL device-handle pointers, NULL phandles, NULL sizes, receive sentinel",
-          "[abi]") {
+TEST_CASE("NULL device-handle pointers, NULL phandles, NULL sizes, receive sentinel", "[abi]") {
   const int v = GENERATE(filter(abi_version_selected, range(6, 13)));
   INFO("ABI v" << v);
   const std::vector<size_t> sizes = {0, 8, 4095, 1u << 20};
@@ -122,7 +125,7 @@ TEST_CASE("NULL device-handle pointers, NULL phandles, NULL sizes, receive senti
               req = v >= 9 ? reinterpret_cast<void*>(NCCL_NET_OPTIONAL_RECV_COMPLETION) : nullptr;
               FT_OK(raw_irecv_null_phandles(*c, rc, 1, &data, &posted, &tag, &mh, &req));
               FT_REQUIRE(req != reinterpret_cast<void*>(NCCL_NET_OPTIONAL_RECV_COMPLETION),
-                        what << ": irecv left NCCL_NET_OPTIONAL_RECV_COMPLETION in *request");
+                         what << ": irecv left NCCL_NET_OPTIONAL_RECV_COMPLETION in *request");
               if (req) break;
               FT_DEADLINE("irecv returning NULL");
             }
@@ -130,7 +133,8 @@ TEST_CASE("NULL device-handle pointers, NULL phandles, NULL sizes, receive senti
             int done = 0;
             for (;;) {
               ncclResult_t res = raw_test_null_sizes(*c, req, &done);
-              FT_REQUIRE(res == ncclSuccess, what << ": test(sizes=NULL) returned " << result_name(res));
+              FT_REQUIRE(res == ncclSuccess,
+                         what << ": test(sizes=NULL) returned " << result_name(res));
               if (done) break;
               FT_DEADLINE(what);
             }

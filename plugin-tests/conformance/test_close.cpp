@@ -1,54 +1,16 @@
 // Closing comms with requests still in flight, then finalize: no crash, no
 // hang; afterwards a fresh init carries verified bytes again.
-#include <catch2/catch.hpp>
 #include <sched.h>
+
+#include <catch2/catch.hpp>
 
 #include "net_ops.h"
 #include "pattern.h"
+#include "restart.h"
 #include "two_rank.h"
 
 using namespace weft;
 using namespace weft::ft;
-
-namespace {
-
-// A new client (v6..v10: the library is unloaded and loaded again; v11+:
-// finalize and init on the same one), then one verified 1 MiB transfer.
-void transfer_after_restart(std::unique_ptr<NetClient>& c, int v, Rank& rk, bool receiver) {
-  if (v >= 11) {
-    FT_OK(c->init(nullptr));
-  } else {
-    c.reset();
-    c = open_plugin(v);
-  }
-  const int dev = test_device(*c);
-  const size_t n = 1u << 20;
-  Buffer buf(n);
-  if (receiver) {
-    void* rc = recv_side_connect(*c, dev, *rk.peer);
-    {
-      Mr mr(*c, rc, buf.data(), n);
-      void* req = post_irecv1(*c, rc, buf.data(), n, 0, mr.get());
-      int got = wait_ok(*c, req, "receive after re-init");
-      FT_REQUIRE(got == static_cast<int>(n), "size " << got);
-      check_received(buf.data(), n, n, pattern_seed(77, v), "receive after re-init");
-    }
-    FT_OK(c->close_recv(rc));
-  } else {
-    void* sc = send_side_connect(*c, dev, *rk.peer);
-    fill_pattern(buf.data(), n, pattern_seed(77, v));
-    {
-      Mr mr(*c, sc, buf.data(), n);
-      void* req = post_isend(*c, sc, buf.data(), n, 0, mr.get());
-      wait_ok(*c, req, "send after re-init");
-    }
-    FT_OK(c->close_send(sc));
-  }
-  rk.peer->sync("after-restart");
-  FT_OK(c->finalize());
-}
-
-}  // namespace
 
 TEST_CASE("close with in-flight requests, finalize, then init again and transfer", "[close]") {
   const int v = GENERATE(filter(abi_version_selected, range(6, 13)));
@@ -95,7 +57,7 @@ TEST_CASE("close with in-flight requests, finalize, then init again and transfer
         FT_OK(c->close_listen(lc3));
         FT_OK(c->finalize());
         rk.peer->sync("finalized");
-        transfer_after_restart(c, v, rk, true);
+        transfer_after_restart(c, v, rk, true, pattern_seed(77, v));
       },
       [&](Rank& rk) {  // sender
         auto c = open_plugin(v);
@@ -135,7 +97,7 @@ TEST_CASE("close with in-flight requests, finalize, then init again and transfer
         if (sc2) FT_OK(c->close_send(sc2));
         FT_OK(c->finalize());
         rk.peer->sync("finalized");
-        transfer_after_restart(c, v, rk, false);
+        transfer_after_restart(c, v, rk, false, pattern_seed(77, v));
       });
   REQUIRE_RANKS(r);
 }
@@ -153,15 +115,15 @@ TEST_CASE("close immediately after posting, before any completion", "[close]") {
           for (int i = 0; i < 8; ++i) {
             void* req = nullptr;
             FT_OK(c->irecv(rc, 1, std::vector<void*>{b.data()}.data(),
-                          std::vector<size_t>{b.size()}.data(), std::vector<int>{i}.data(),
-                          std::vector<void*>{mr.get()}.data(), &req));
+                           std::vector<size_t>{b.size()}.data(), std::vector<int>{i}.data(),
+                           std::vector<void*>{mr.get()}.data(), &req));
           }
           rk.peer->sync("posted");
         }
         FT_OK(c->close_recv(rc));
         FT_OK(c->finalize());
         rk.peer->sync("finalized");
-        transfer_after_restart(c, v, rk, true);
+        transfer_after_restart(c, v, rk, true, pattern_seed(77, v));
       },
       [&](Rank& rk) {
         auto c = open_plugin(v);
@@ -178,7 +140,7 @@ TEST_CASE("close immediately after posting, before any completion", "[close]") {
         FT_OK(c->close_send(sc));
         FT_OK(c->finalize());
         rk.peer->sync("finalized");
-        transfer_after_restart(c, v, rk, false);
+        transfer_after_restart(c, v, rk, false, pattern_seed(77, v));
       });
   REQUIRE_RANKS(r);
 }

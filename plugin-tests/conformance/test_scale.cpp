@@ -1,8 +1,9 @@
 // Many comms at once, comms driven from several threads, and connect/accept
 // driven alternately from one thread of one process.
+#include <sched.h>
+
 #include <atomic>
 #include <catch2/catch.hpp>
-#include <sched.h>
 #include <thread>
 
 #include "net_ops.h"
@@ -12,8 +13,7 @@
 using namespace weft;
 using namespace weft::ft;
 
-TEST_CASE("64 comm pairs at once: listen/connect/accept, traffic on all, close all",
-          "[pairs64]") {
+TEST_CASE("64 comm pairs at once: listen/connect/accept, traffic on all, close all", "[pairs64]") {
   const int v = GENERATE(filter(abi_version_selected, range(6, 13)));
   INFO("ABI v" << v);
   constexpr int kPairs = 64;
@@ -52,8 +52,10 @@ TEST_CASE("64 comm pairs at once: listen/connect/accept, traffic on all, close a
           }
           wait_all(*c, reqs);
           for (int i = 0; i < kPairs; ++i) {
-            FT_REQUIRE(reqs[i].sizes[0] == static_cast<int>(size_of(i)), reqs[i].what << ": size " << reqs[i].sizes[0]);
-            check_received(bufs[i].data(), size_of(i), size_of(i), pattern_seed(round * 100 + i, 64), reqs[i].what);
+            FT_REQUIRE(reqs[i].sizes[0] == static_cast<int>(size_of(i)),
+                       reqs[i].what << ": size " << reqs[i].sizes[0]);
+            check_received(bufs[i].data(), size_of(i), size_of(i),
+                           pattern_seed(round * 100 + i, 64), reqs[i].what);
           }
           rk.peer->sync("round");
         }
@@ -169,13 +171,16 @@ TEST_CASE("comms driven from 4 threads concurrently", "[threads]") {
               for (int k = 0; k < kDepth; ++k) {
                 bufs[k].poison();
                 reqs[k].req = post_irecv1(*c, rc, bufs[k].data(), cap, k, mrs[k]->get());
-                reqs[k].what = "thread " + std::to_string(t) + " iter " + std::to_string(it) + " recv " + std::to_string(k);
+                reqs[k].what = "thread " + std::to_string(t) + " iter " + std::to_string(it) +
+                               " recv " + std::to_string(k);
               }
               wait_all(*c, reqs);
               for (int k = 0; k < kDepth; ++k) {
                 size_t s = size_of(t, it, k);
-                FT_REQUIRE(reqs[k].sizes[0] == static_cast<int>(s), reqs[k].what << ": size " << reqs[k].sizes[0] << " expected " << s);
-                check_received(bufs[k].data(), s, cap, pattern_seed(t * 1000 + it, k), reqs[k].what);
+                FT_REQUIRE(reqs[k].sizes[0] == static_cast<int>(s),
+                           reqs[k].what << ": size " << reqs[k].sizes[0] << " expected " << s);
+                check_received(bufs[k].data(), s, cap, pattern_seed(t * 1000 + it, k),
+                               reqs[k].what);
               }
             }
             mrs.clear();
@@ -209,7 +214,8 @@ TEST_CASE("comms driven from 4 threads concurrently", "[threads]") {
             std::vector<Pending> reqs(kDepth);
             for (int k = 0; k < kDepth; ++k) {
               fill_pattern(bufs[k].data(), size_of(t, it, k), pattern_seed(t * 1000 + it, k));
-              reqs[k].what = "thread " + std::to_string(t) + " iter " + std::to_string(it) + " send " + std::to_string(k);
+              reqs[k].what = "thread " + std::to_string(t) + " iter " + std::to_string(it) +
+                             " send " + std::to_string(k);
               reqs[k].req = post_isend(*c, sc, bufs[k].data(), size_of(t, it, k), k, mrs[k]->get(),
                                        [&] { progress(*c, reqs); });
             }
@@ -224,8 +230,7 @@ TEST_CASE("comms driven from 4 threads concurrently", "[threads]") {
   REQUIRE_RANKS(r);
 }
 
-TEST_CASE("connect and accept driven alternately from one thread in one process",
-          "[loopback1]") {
+TEST_CASE("connect and accept driven alternately from one thread in one process", "[loopback1]") {
   const int v = GENERATE(filter(abi_version_selected, range(6, 13)));
   INFO("ABI v" << v);
   auto r = run_one([&](Rank&) {
@@ -274,7 +279,8 @@ TEST_CASE("connect and accept driven alternately from one thread in one process"
           });
           if (!reqs[1].req) reqs[1].req = post_irecv1(*c, rc, rbuf.data(), cap, 1, rmh);
           wait_all(*c, reqs);
-          FT_REQUIRE(reqs[1].sizes[0] == static_cast<int>(s), what << ": received size " << reqs[1].sizes[0]);
+          FT_REQUIRE(reqs[1].sizes[0] == static_cast<int>(s),
+                     what << ": received size " << reqs[1].sizes[0]);
           check_received(rbuf.data(), s, cap, pattern_seed(500, idx), what);
         }
       }

@@ -34,20 +34,20 @@ int test_timeout_s();
 
 }  // namespace weft::ft
 
-#define FT_REQUIRE(cond, msg)                                               \
-  do {                                                                     \
-    if (!(cond)) {                                                         \
-      std::ostringstream w_os_;                                            \
-      w_os_ << msg;                                                        \
-      ::weft::ft::fail(__FILE__, __LINE__, #cond, w_os_.str());            \
-    }                                                                      \
+#define FT_REQUIRE(cond, msg)                                   \
+  do {                                                          \
+    if (!(cond)) {                                              \
+      std::ostringstream w_os_;                                 \
+      w_os_ << msg;                                             \
+      ::weft::ft::fail(__FILE__, __LINE__, #cond, w_os_.str()); \
+    }                                                           \
   } while (0)
 
-#define FT_OK(expr)                                                         \
-  do {                                                                     \
-    ncclResult_t w_r_ = (expr);                                            \
-    if (w_r_ != ncclSuccess)                                               \
-      ::weft::ft::fail(__FILE__, __LINE__, #expr,                          \
+#define FT_OK(expr)                                                               \
+  do {                                                                            \
+    ncclResult_t w_r_ = (expr);                                                   \
+    if (w_r_ != ncclSuccess)                                                      \
+      ::weft::ft::fail(__FILE__, __LINE__, #expr,                                 \
                        std::string("returned ") + ::weft::ft::result_name(w_r_)); \
   } while (0)
 

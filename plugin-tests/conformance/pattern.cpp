@@ -69,7 +69,9 @@ std::string check_pattern(const void* src, size_t n, uint64_t seed) {
   return bad ? describe(n, first, want, got, bad) : std::string();
 }
 
-void fill_byte(void* dst, size_t n, uint8_t value) { std::memset(dst, value, n); }
+void fill_byte(void* dst, size_t n, uint8_t value) {
+  std::memset(dst, value, n);
+}
 
 std::string check_byte(const void* src, size_t n, uint8_t value) {
   const auto* p = static_cast<const uint8_t*>(src);
@@ -91,7 +93,9 @@ Buffer::Buffer(size_t size, size_t guard) : size_(size), guard_((guard + 4095) /
   poison();
 }
 
-Buffer::~Buffer() { std::free(base_); }
+Buffer::~Buffer() {
+  std::free(base_);
+}
 
 Buffer::Buffer(Buffer&& o) noexcept
     : base_(o.base_), data_(o.data_), size_(o.size_), guard_(o.guard_) {
@@ -103,7 +107,8 @@ std::string Buffer::check_guards() const {
   std::string r = check_pattern(base_, guard_, kGuardSeed);
   if (!r.empty()) return "guard before the buffer overwritten: " + r;
   r = check_pattern(data_ + size_, guard_, kGuardSeed + 1);
-  if (!r.empty()) return "guard after the buffer (size " + std::to_string(size_) + ") overwritten: " + r;
+  if (!r.empty())
+    return "guard after the buffer (size " + std::to_string(size_) + ") overwritten: " + r;
   return {};
 }
 

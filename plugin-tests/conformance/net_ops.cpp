@@ -1,29 +1,21 @@
 #include "net_ops.h"
 
+#include <sched.h>
+
 #include <cstdlib>
 #include <cstring>
-#include <sched.h>
 
 #include "pattern.h"
 
-#ifndef WEFT_TEST_PLUGIN_PATH
-#error "WEFT_TEST_PLUGIN_PATH must name the plugin .so"
-#endif
-
 namespace weft::ft {
-
-std::string plugin_path() {
-  const char* p = std::getenv("WEFT_TEST_PLUGIN");
-  return p && *p ? p : WEFT_TEST_PLUGIN_PATH;
-}
 
 std::unique_ptr<NetClient> load_plugin(int abi_version) {
   std::string err;
   auto c = NetClient::load(plugin_path(), abi_version, err);
-  FT_REQUIRE(c != nullptr, "NetClient::load(" << plugin_path() << ", v" << abi_version
-                                             << ") failed: " << err);
+  FT_REQUIRE(c != nullptr,
+             "NetClient::load(" << plugin_path() << ", v" << abi_version << ") failed: " << err);
   FT_REQUIRE(c->abi_version() == abi_version,
-            "asked for v" << abi_version << ", got v" << c->abi_version());
+             "asked for v" << abi_version << ", got v" << c->abi_version());
   return c;
 }
 
@@ -50,7 +42,7 @@ size_t large_size(int abi_version) {
   if (!s || !*s) return 64u << 20;
   std::string list = std::string(",") + s + ",";
   return list.find("," + std::to_string(abi_version) + ",") != std::string::npos ? (64u << 20)
-                                                                                  : (1u << 20);
+                                                                                 : (1u << 20);
 }
 
 void* do_listen(NetClient& c, int dev, Handle& h) {
@@ -118,8 +110,8 @@ void* post_isend(NetClient& c, void* comm, void* data, size_t size, int tag, voi
   }
 }
 
-void* post_irecv(NetClient& c, void* comm, int n, void** data, size_t* sizes, int* tags,
-                 void** mhs, const std::function<void()>& between, int* nulls) {
+void* post_irecv(NetClient& c, void* comm, int n, void** data, size_t* sizes, int* tags, void** mhs,
+                 const std::function<void()>& between, int* nulls) {
   for (;;) {
     void* req = reinterpret_cast<void*>(0xdeadbeef);
     FT_OK(c.irecv(comm, n, data, sizes, tags, mhs, &req));
@@ -195,7 +187,7 @@ void check_received(const uint8_t* data, size_t got, size_t posted, uint64_t see
   if (posted > got) {
     e = check_byte(data + got, posted - got, Buffer::kPoison);
     FT_REQUIRE(e.empty(), what << ": bytes written past the message end (" << got
-                              << ") inside the posted receive (" << posted << "): " << e);
+                               << ") inside the posted receive (" << posted << "): " << e);
   }
 }
 

@@ -65,8 +65,8 @@ ncclResult_t raw_isend_null_phandle(NetClient& c, void* comm, void* data, size_t
   });
 }
 
-ncclResult_t raw_irecv_null_phandles(NetClient& c, void* comm, int n, void** data,
-                                     size_t* sizes, int* tags, void** mhs, void** req) {
+ncclResult_t raw_irecv_null_phandles(NetClient& c, void* comm, int n, void** data, size_t* sizes,
+                                     int* tags, void** mhs, void** req) {
   return with_table(c, [&](auto* t) -> ncclResult_t {
     using T = decltype(t);
     if constexpr (has_phandles<T>) {

@@ -1,12 +1,13 @@
 // connect() given corrupt or truncated handles: an error or a NULL comm for
 // a bounded number of calls, never a crash; the real connection still works.
+#include <sched.h>
+
 #include <catch2/catch.hpp>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <random>
-#include <sched.h>
 
 #include "net_ops.h"
 #include "pattern.h"
@@ -38,17 +39,18 @@ TEST_CASE("corrupt and truncated handles given to connect never crash", "[handle
                        }});
     }
     for (size_t keep : {1, 8, 16, 32, 64}) {
-      cases.push_back({"truncated to " + std::to_string(keep) + " bytes (rest zero)",
-                       [keep](const Handle& g) {
-                         Handle h = g;
-                         std::memset(h.bytes + keep, 0, sizeof h.bytes - keep);
-                         return h;
-                       }});
+      cases.push_back(
+          {"truncated to " + std::to_string(keep) + " bytes (rest zero)", [keep](const Handle& g) {
+             Handle h = g;
+             std::memset(h.bytes + keep, 0, sizeof h.bytes - keep);
+             return h;
+           }});
       cases.push_back({"truncated to " + std::to_string(keep) + " bytes (rest random)",
                        [keep](const Handle& g) {
                          std::mt19937_64 rng(keep);
                          Handle h = g;
-                         for (size_t k = keep; k < sizeof h.bytes; ++k) h.bytes[k] = static_cast<char>(rng());
+                         for (size_t k = keep; k < sizeof h.bytes; ++k)
+                           h.bytes[k] = static_cast<char>(rng());
                          return h;
                        }});
     }
@@ -89,8 +91,9 @@ TEST_CASE("corrupt and truncated handles given to connect never crash", "[handle
       } else {
         ++pending;
       }
-      FT_REQUIRE(rc == nullptr || sc != nullptr,
-                name << ": the listener accepted a connection whose connect failed or never completed");
+      FT_REQUIRE(
+          rc == nullptr || sc != nullptr,
+          name << ": the listener accepted a connection whose connect failed or never completed");
       if (sc) FT_OK(c->close_send(sc));
       if (rc) {
         FT_OK(c->close_recv(rc));
@@ -98,7 +101,8 @@ TEST_CASE("corrupt and truncated handles given to connect never crash", "[handle
         lc = do_listen(*c, dev, good);
       }
     }
-    std::fprintf(stderr, "[handles v%d] %zu corrupt handles: %d errors, %d still pending, %d connected\n",
+    std::fprintf(stderr,
+                 "[handles v%d] %zu corrupt handles: %d errors, %d still pending, %d connected\n",
                  v, cases.size(), errors, pending, connected);
 
     // The genuine handle still connects and carries verified bytes.
@@ -106,8 +110,10 @@ TEST_CASE("corrupt and truncated handles given to connect never crash", "[handle
     while (!sc || !rc) {
       if (!sc) {
         ncclResult_t res = c->connect(dev, good.bytes, &sc);
-        FT_REQUIRE(res == ncclSuccess, "the genuine handle no longer connects after the corrupt ones were "
-                                       "tried: connect returned " << result_name(res));
+        FT_REQUIRE(res == ncclSuccess,
+                   "the genuine handle no longer connects after the corrupt ones were "
+                   "tried: connect returned "
+                       << result_name(res));
       }
       if (!rc) FT_OK(c->accept(lc, &rc));
       FT_DEADLINE("connecting with the genuine handle after corrupt ones");
@@ -120,7 +126,8 @@ TEST_CASE("corrupt and truncated handles given to connect never crash", "[handle
       std::vector<Pending> reqs(2);
       reqs[1].req = post_irecv1(*c, rc, rbuf.data(), 65536, 0, mr.get());
       reqs[1].what = "receive";
-      reqs[0].req = post_isend(*c, sc, sbuf.data(), 65536, 0, ms.get(), [&] { progress(*c, reqs); });
+      reqs[0].req =
+          post_isend(*c, sc, sbuf.data(), 65536, 0, ms.get(), [&] { progress(*c, reqs); });
       reqs[0].what = "send";
       wait_all(*c, reqs);
       FT_REQUIRE(reqs[1].sizes[0] == 65536, "size " << reqs[1].sizes[0]);

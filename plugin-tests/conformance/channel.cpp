@@ -1,14 +1,15 @@
 #include "channel.h"
 
 #include <arpa/inet.h>
-#include <cerrno>
-#include <cstring>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
-#include <thread>
 #include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <thread>
 
 #include "check.h"
 
@@ -64,7 +65,8 @@ std::string Channel::recv_str() {
 void Channel::sync(const std::string& name) {
   send_str(name);
   std::string got = recv_str();
-  FT_REQUIRE(got == name, "ranks out of step: waiting at '" << name << "', peer at '" << got << "'");
+  FT_REQUIRE(got == name,
+             "ranks out of step: waiting at '" << name << "', peer at '" << got << "'");
 }
 
 bool Channel::readable() {
@@ -82,7 +84,7 @@ int tcp_listen(const std::string& addr, int port) {
   sa.sin_port = htons(static_cast<uint16_t>(port));
   FT_REQUIRE(::inet_pton(AF_INET, addr.c_str(), &sa.sin_addr) == 1, "bad address " << addr);
   FT_REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0,
-            "bind " << addr << ":" << port << ": " << std::strerror(errno));
+             "bind " << addr << ":" << port << ": " << std::strerror(errno));
   FT_REQUIRE(::listen(fd, 4) == 0, "listen: " << std::strerror(errno));
   return fd;
 }
@@ -114,7 +116,7 @@ int tcp_connect_retry(const std::string& addr, int port) {
     int e = errno;
     ::close(fd);
     FT_DEADLINE("connecting the TCP bootstrap to " + addr + ":" + std::to_string(port) + " (" +
-               std::strerror(e) + ")");
+                std::strerror(e) + ")");
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
 }

@@ -18,20 +18,33 @@ void fail(const char* file, int line, const char* expr, const std::string& msg) 
 
 const char* result_name(ncclResult_t r) {
   switch (r) {
-    case ncclSuccess: return "ncclSuccess";
-    case ncclUnhandledCudaError: return "ncclUnhandledCudaError";
-    case ncclSystemError: return "ncclSystemError";
-    case ncclInternalError: return "ncclInternalError";
-    case ncclInvalidArgument: return "ncclInvalidArgument";
-    case ncclInvalidUsage: return "ncclInvalidUsage";
-    case ncclRemoteError: return "ncclRemoteError";
-    case ncclInProgress: return "ncclInProgress";
-    default: return "ncclResult(unknown)";
+    case ncclSuccess:
+      return "ncclSuccess";
+    case ncclUnhandledCudaError:
+      return "ncclUnhandledCudaError";
+    case ncclSystemError:
+      return "ncclSystemError";
+    case ncclInternalError:
+      return "ncclInternalError";
+    case ncclInvalidArgument:
+      return "ncclInvalidArgument";
+    case ncclInvalidUsage:
+      return "ncclInvalidUsage";
+    case ncclRemoteError:
+      return "ncclRemoteError";
+    case ncclInProgress:
+      return "ncclInProgress";
+    default:
+      return "ncclResult(unknown)";
   }
 }
 
-void set_rank_label(const std::string& label) { g_label = label; }
-const std::string& rank_label() { return g_label; }
+void set_rank_label(const std::string& label) {
+  g_label = label;
+}
+const std::string& rank_label() {
+  return g_label;
+}
 
 int test_timeout_s() {
   const char* s = std::getenv("WEFT_TEST_TIMEOUT");
@@ -43,7 +56,9 @@ void start_deadline() {
   g_deadline = std::chrono::steady_clock::now() + std::chrono::seconds(test_timeout_s());
 }
 
-bool deadline_passed() { return std::chrono::steady_clock::now() > g_deadline; }
+bool deadline_passed() {
+  return std::chrono::steady_clock::now() > g_deadline;
+}
 
 void check_deadline(const char* file, int line, const std::string& what) {
   if (deadline_passed())

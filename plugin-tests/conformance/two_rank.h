@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "channel.h"
+#include "plugin_under_test.h"
 
 namespace weft::ft {
 
@@ -32,18 +33,16 @@ RanksResult run_ranks(const std::vector<RankBody>& bodies);
 inline RanksResult run_two(const RankBody& rank0, const RankBody& rank1) {
   return run_ranks({rank0, rank1});
 }
-inline RanksResult run_one(const RankBody& rank0) { return run_ranks({rank0}); }
-
-// ABI versions to run: all of v6..v12, or the comma-separated list in
-// WEFT_TEST_VERSIONS (for reproducing one version).
-bool abi_version_selected(int v);
+inline RanksResult run_one(const RankBody& rank0) {
+  return run_ranks({rank0});
+}
 
 }  // namespace weft::ft
 
 // In a Catch2 test: fail with every rank's report unless all ranks passed.
-#define REQUIRE_RANKS(result)            \
-  do {                                   \
-    const auto& w_res_ = (result);       \
-    INFO(w_res_.report);                 \
-    REQUIRE(w_res_.ok);                  \
+#define REQUIRE_RANKS(result)      \
+  do {                             \
+    const auto& w_res_ = (result); \
+    INFO(w_res_.report);           \
+    REQUIRE(w_res_.ok);            \
   } while (0)

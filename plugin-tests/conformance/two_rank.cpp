@@ -1,5 +1,13 @@
 #include "two_rank.h"
 
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <csignal>
@@ -7,14 +15,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <exception>
-#include <fcntl.h>
-#include <poll.h>
 #include <sstream>
-#include <sys/prctl.h>
-#include <sys/socket.h>
-#include <sys/wait.h>
 #include <thread>
-#include <unistd.h>
 
 #include "check.h"
 
@@ -28,6 +30,7 @@ struct Child {
   bool exited = false;
   int status = 0;
   std::string stacks;
+  bool stopped_after_peer = false;
 };
 
 // Thread stacks of a hung process via gdb (when installed; WEFT_TEST_NO_GDB
@@ -100,13 +103,6 @@ void write_all(int fd, const std::string& s) {
 
 }  // namespace
 
-bool abi_version_selected(int v) {
-  const char* s = std::getenv("WEFT_TEST_VERSIONS");
-  if (!s || !*s) return true;
-  std::string list = std::string(",") + s + ",";
-  return list.find("," + std::to_string(v) + ",") != std::string::npos;
-}
-
 RanksResult run_ranks(const std::vector<RankBody>& bodies) {
   RanksResult res;
   if (bodies.empty() || bodies.size() > 2) {
@@ -157,22 +153,33 @@ RanksResult run_ranks(const std::vector<RankBody>& bodies) {
 
   // Children enforce their own deadline; this one is the hard stop.
   auto hard_stop = std::chrono::steady_clock::now() + std::chrono::seconds(test_timeout_s() + 10);
-  bool killed = false;
+  bool killed = false, peer_failed = false;
   for (;;) {
     bool all = true;
     for (auto& k : kids) {
       drain(k);
       if (!k.exited) {
         pid_t w = ::waitpid(k.pid, &k.status, WNOHANG);
-        if (w == k.pid) k.exited = true;
-        else all = false;
+        if (w == k.pid) {
+          k.exited = true;
+          // A failed rank leaves its peer waiting on messages that never
+          // come: give the peer a few seconds to finish, then stop it.
+          if (!(WIFEXITED(k.status) && WEXITSTATUS(k.status) == 0) && !peer_failed) {
+            peer_failed = true;
+            hard_stop =
+                std::min(hard_stop, std::chrono::steady_clock::now() + std::chrono::seconds(3));
+          }
+        } else {
+          all = false;
+        }
       }
     }
     if (all) break;
     if (!killed && std::chrono::steady_clock::now() > hard_stop) {
       for (auto& k : kids) {
         if (k.exited) continue;
-        k.stacks = stacks_of(k.pid);  // where it hangs, for the report
+        if (!peer_failed) k.stacks = stacks_of(k.pid);  // where it hangs, for the report
+        k.stopped_after_peer = peer_failed;
         ::kill(k.pid, SIGKILL);
       }
       killed = true;
@@ -198,10 +205,14 @@ RanksResult run_ranks(const std::vector<RankBody>& bodies) {
       if (WIFSIGNALED(k.status)) {
         int sig = WTERMSIG(k.status);
         os << "killed by signal " << sig << " (" << strsignal(sig) << ")";
-        if (killed && sig == SIGKILL) os << " by the harness after the hard timeout (hang)";
+        if (killed && sig == SIGKILL)
+          os << (k.stopped_after_peer ? " by the harness after the other rank failed"
+                                      : " by the harness after the hard timeout (hang)");
         if (sig == SIGALRM) os << " (alarm backstop: hang)";
       } else {
         os << "exit status " << WEXITSTATUS(k.status);
+        // e.g. libpsm2, loaded by libfabric, turns SIGSEGV into exit(1)
+        if (k.text.empty()) os << " without a failure report (a crash caught by a signal handler?)";
       }
       if (!k.text.empty()) os << ": " << k.text;
       if (!k.stacks.empty()) os << "\n  stacks of the hung rank " << i << ":\n" << k.stacks;
@@ -209,6 +220,9 @@ RanksResult run_ranks(const std::vector<RankBody>& bodies) {
     os << "\n";
   }
   res.report = os.str();
+  // Unwrapped, for grep and for ctest's failure regexes (Catch2 wraps its
+  // own output at 80 columns).
+  if (!res.ok) std::fprintf(stderr, "rank report:\n%s", res.report.c_str());
   return res;
 }
 

@@ -11,6 +11,7 @@
 
 #include "channel.h"
 #include "check.h"
+#include "plugin_under_test.h"
 #include "weft/net_client.h"
 
 namespace weft::ft {
@@ -19,7 +20,6 @@ struct Handle {
   char bytes[NCCL_NET_HANDLE_MAXSIZE] = {};
 };
 
-std::string plugin_path();
 // Loads the plugin at exactly `abi_version`, inits it, checks devices() > 0.
 std::unique_ptr<NetClient> open_plugin(int abi_version);
 // Loads without init.
@@ -59,8 +59,8 @@ class Mr {
 // `nulls` (optional) counts the NULL answers.
 void* post_isend(NetClient& c, void* comm, void* data, size_t size, int tag, void* mh,
                  const std::function<void()>& between = {}, int* nulls = nullptr);
-void* post_irecv(NetClient& c, void* comm, int n, void** data, size_t* sizes, int* tags,
-                 void** mhs, const std::function<void()>& between = {}, int* nulls = nullptr);
+void* post_irecv(NetClient& c, void* comm, int n, void** data, size_t* sizes, int* tags, void** mhs,
+                 const std::function<void()>& between = {}, int* nulls = nullptr);
 void* post_irecv1(NetClient& c, void* comm, void* data, size_t size, int tag, void* mh,
                   const std::function<void()>& between = {}, int* nulls = nullptr);
 

@@ -14,13 +14,20 @@ namespace weft::ft {
 template <class F>
 auto with_table(const NetClient& c, F&& f) {
   switch (c.abi_version()) {
-    case 6: return f(c.v6());
-    case 7: return f(c.v7());
-    case 8: return f(c.v8());
-    case 9: return f(c.v9());
-    case 10: return f(c.v10());
-    case 11: return f(c.v11());
-    default: return f(c.v12());
+    case 6:
+      return f(c.v6());
+    case 7:
+      return f(c.v7());
+    case 8:
+      return f(c.v8());
+    case 9:
+      return f(c.v9());
+    case 10:
+      return f(c.v10());
+    case 11:
+      return f(c.v11());
+    default:
+      return f(c.v12());
   }
 }
 
@@ -32,8 +39,8 @@ ncclResult_t raw_test_null_sizes(NetClient& c, void* req, int* done);
 // isend/irecv with NULL phandle(s) (v10+); on older versions the plain call.
 ncclResult_t raw_isend_null_phandle(NetClient& c, void* comm, void* data, size_t size, int tag,
                                     void* mh, void** req);
-ncclResult_t raw_irecv_null_phandles(NetClient& c, void* comm, int n, void** data,
-                                     size_t* sizes, int* tags, void** mhs, void** req);
+ncclResult_t raw_irecv_null_phandles(NetClient& c, void* comm, int n, void** data, size_t* sizes,
+                                     int* tags, void** mhs, void** req);
 // finalize(NULL), v11+.
 ncclResult_t raw_finalize_null(NetClient& c);
 

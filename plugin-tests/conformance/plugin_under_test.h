@@ -1,0 +1,23 @@
+// Which plugin the suite drives and which ABI versions it exports. The path
+// comes from --plugin, else WEFT_CONFORMANCE_PLUGIN, else the weft built
+// alongside. Set it before any rank is forked: children inherit it.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace weft::ft {
+
+void set_plugin_path(const std::string& path);
+std::string plugin_path();
+
+// ncclNetPlugin_vN versions (6..12) the plugin exports, newest first. Found
+// once, in a forked child, so the Catch2 process itself never loads the
+// plugin. `error` says why the list is empty.
+const std::vector<int>& exported_versions(std::string* error = nullptr);
+
+// ABI versions to run: exported by the plugin and, when WEFT_TEST_VERSIONS
+// is set (comma-separated), listed there.
+bool abi_version_selected(int v);
+
+}  // namespace weft::ft
