@@ -1,4 +1,6 @@
 #include <catch2/catch.hpp>
+#include <map>
+#include <string>
 #include <vector>
 
 #include "errors.h"
@@ -8,11 +10,31 @@ using namespace weft::perf;
 
 namespace {
 
-Options parse(std::vector<const char*> args) {
+const char* no_env(const char*) {
+  return nullptr;
+}
+
+// A fake environment for launcher detection.
+std::map<std::string, std::string> g_env;
+const char* fake_env(const char* name) {
+  auto it = g_env.find(name);
+  return it == g_env.end() ? nullptr : it->second.c_str();
+}
+
+Options parse(std::vector<const char*> args, EnvLookup env = no_env) {
   args.insert(args.begin(), "weft-perf");
-  auto o = parse_options(static_cast<int>(args.size()), const_cast<char**>(args.data()), "p.so");
+  auto o =
+      parse_options(static_cast<int>(args.size()), const_cast<char**>(args.data()), "p.so", env);
   REQUIRE(o.has_value());
   return *o;
+}
+
+void bad(std::vector<const char*> args, EnvLookup env = no_env) {
+  args.insert(args.begin(), "weft-perf");
+  INFO(args[1]);
+  CHECK_THROWS_AS(
+      parse_options(static_cast<int>(args.size()), const_cast<char**>(args.data()), "p.so", env),
+      UsageError);
 }
 
 }  // namespace
@@ -58,8 +80,12 @@ TEST_CASE("defaults match the documentation") {
   CHECK(o.depth == 32);
   CHECK(o.timeout_s == 30);
   CHECK(o.check);
-  CHECK(o.run_latency);
-  CHECK(o.run_bw);
+  CHECK(o.tests == std::vector<TestKind>{TestKind::latency, TestKind::bw});
+  CHECK(o.comms == 1);
+  CHECK(o.threads == 1);
+  CHECK(o.group == 0);
+  CHECK(o.raw_op == RawOp::tagged);
+  CHECK(o.rate_max_bytes == 65536);
   CHECK(o.format == OutputFormat::table);
 }
 
@@ -70,8 +96,7 @@ TEST_CASE("options parse in both spellings") {
   CHECK(o.host == "host1");
   CHECK(o.port == 1234);
   CHECK(o.max_bytes == (size_t{1} << 20));
-  CHECK_FALSE(o.run_latency);
-  CHECK(o.run_bw);
+  CHECK(o.tests == std::vector<TestKind>{TestKind::bw});
   CHECK_FALSE(o.check);
   CHECK(o.format == OutputFormat::json);
   CHECK(o.abi == 9);
@@ -84,24 +109,87 @@ TEST_CASE("options parse in both spellings") {
   CHECK(raw.role == Role::server);
 }
 
+TEST_CASE("test lists, comms, threads, groups and raw operations") {
+  CHECK(parse({"--test", "grouped,latency,bw,latency"}).tests ==
+        std::vector<TestKind>{TestKind::latency, TestKind::bw, TestKind::grouped});
+  CHECK(parse({"--test", "all"}).tests.size() == 5);
+  Options o = parse({"--comms", "8", "--threads", "4", "--group", "2", "--rate-max-bytes", "4K",
+                     "--min-bytes", "0"});
+  CHECK(o.comms == 8);
+  CHECK(o.threads == 4);
+  CHECK(o.group == 2);
+  CHECK(o.rate_max_bytes == 4096);
+  CHECK(o.min_bytes == 0);
+  Options w = parse({"--raw-ofi", "shm", "--raw-op", "write"});
+  CHECK(w.raw_op == RawOp::write);
+  Options v = parse({"--vs-raw", "tcp", "--domain", "lo", "--raw-op", "write"});
+  CHECK(v.vs_raw_provider == "tcp");
+  CHECK_FALSE(v.raw());
+}
+
 TEST_CASE("bad command lines are usage errors") {
-  auto bad = [](std::vector<const char*> args) {
-    args.insert(args.begin(), "weft-perf");
-    CHECK_THROWS_AS(
-        parse_options(static_cast<int>(args.size()), const_cast<char**>(args.data()), "p.so"),
-        UsageError);
-  };
   bad({"--bogus"});
   bad({"--abi", "5"});
   bad({"--abi", "13"});
   bad({"--server", "--client", "h"});
   bad({"--min-bytes", "1M", "--max-bytes", "1K"});
-  bad({"--min-bytes", "0"});
-  bad({"--test", "rate"});
+  bad({"--test", "rates"});
+  bad({"--test", "bw,"});
   bad({"--step-factor", "1"});
   bad({"--depth", "0"});
   bad({"--port"});
-  bad({"--domain", "lo"});  // plugin mode: WEFT_OFI_DOMAIN instead
+  bad({"--domain", "lo"});     // plugin mode: WEFT_OFI_DOMAIN instead
+  bad({"--raw-op", "write"});  // only for raw runs
+  bad({"--raw-ofi", "tcp", "--raw-op", "read"});
   bad({"--raw-ofi", "tcp", "--abi", "9"});
+  bad({"--raw-ofi", "tcp", "--vs-raw", "tcp"});
+  bad({"--comms", "2", "--threads", "3"});
+  bad({"--raw-ofi", "tcp", "--raw-op", "write", "--test", "grouped"});
+  bad({"--group", "0"});
   bad({"--local=yes"});
+}
+
+TEST_CASE("mpirun and srun variables pick the role") {
+  g_env = {{"OMPI_COMM_WORLD_RANK", "0"},
+           {"OMPI_COMM_WORLD_SIZE", "2"},
+           {"OMPI_COMM_WORLD_LOCAL_SIZE", "1"}};
+  Options server = parse({}, fake_env);
+  CHECK(server.role == Role::server);
+  CHECK(server.launcher == "mpirun (Open MPI)");
+
+  g_env["OMPI_COMM_WORLD_RANK"] = "1";
+  bad({}, fake_env);  // across hosts, nobody said where rank 0 is
+  g_env["WEFT_PERF_SERVER"] = "node1";
+  Options client = parse({}, fake_env);
+  CHECK(client.role == Role::client);
+  CHECK(client.host == "node1");
+
+  g_env = {{"PMI_RANK", "1"}, {"PMI_SIZE", "2"}, {"MPI_LOCALNRANKS", "2"}};
+  Options local = parse({}, fake_env);
+  CHECK(local.role == Role::client);
+  CHECK(local.host == "127.0.0.1");
+
+  g_env = {{"SLURM_PROCID", "1"}, {"SLURM_NTASKS", "2"}, {"SLURM_STEP_NODELIST", "gpu-[017-018]"}};
+  Options srun = parse({}, fake_env);
+  CHECK(srun.role == Role::client);
+  CHECK(srun.host == "gpu-017");
+  CHECK(srun.launcher == "srun");
+
+  // Explicit roles win over the launcher.
+  CHECK(parse({"--local"}, fake_env).role == Role::local);
+
+  g_env = {{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "4"}};
+  bad({}, fake_env);  // exactly two ranks
+  g_env = {{"SLURM_PROCID", "x"}, {"SLURM_NTASKS", "2"}};
+  bad({}, fake_env);
+  g_env.clear();
+}
+
+TEST_CASE("first host of a Slurm hostlist") {
+  CHECK(first_slurm_host("node1") == "node1");
+  CHECK(first_slurm_host("node1,node2") == "node1");
+  CHECK(first_slurm_host("node[07-09,12],gpu1") == "node07");
+  CHECK(first_slurm_host("rack[1-2]-n[3-4]") == "rack1-n3");
+  CHECK(first_slurm_host("bad[1-2") == "");
+  CHECK(first_slurm_host("") == "");
 }

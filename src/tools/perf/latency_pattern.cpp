@@ -1,7 +1,7 @@
 // Ping-pong: rank 0 posts its receive, sends, waits for both; rank 1 echoes.
 // One message in flight; rank 0 times every iteration and reports the half
 // round trip. Rank 1 re-posts its next receive right after sending, so the
-// next ping never lands on an unposted receive.
+// next ping never lands on an unposted receive. Runs on comm 0 only.
 #include <algorithm>
 #include <chrono>
 #include <vector>
@@ -16,16 +16,19 @@ constexpr size_t kLatencySlots = 2;
 
 class LatencyPattern final : public Pattern {
  public:
-  const char* name() const override { return "latency"; }
-  const char* title() const override { return "latency: ping-pong, half round trip"; }
+  TestKind kind() const override { return TestKind::latency; }
+  std::string title(const Options&) const override {
+    return "latency: ping-pong on one comm, half round trip";
+  }
 
-  SizeResult run(PatternContext& ctx, size_t size) override {
+  SizeResult run(PatternContext& ctx, size_t size, int) override {
     const int iters = timed_iterations(ctx.opts, size);
     const int warmup = warmup_iterations(ctx.opts, size);
-    const size_t slots = std::min(kLatencySlots, ctx.buffers.slots(size));
+    MessageBuffers& buffers = *ctx.buffers[0];
+    const size_t slots = std::min(kLatencySlots, buffers.slots(size));
     if (ctx.opts.check) {
-      ctx.buffers.fill_send(ctx.rank, size, slots);
-      ctx.buffers.poison_recv(size, slots);
+      buffers.fill_send(ctx.rank, size, slots);
+      buffers.poison_recv(size, slots);
     }
     samples_.assign(static_cast<size_t>(iters), 0.0);  // allocated before timing
     ctx.watch.reset();
@@ -36,7 +39,7 @@ class LatencyPattern final : public Pattern {
     } else {
       pong(ctx, size, slots, warmup + iters);
     }
-    verify_and_exchange(ctx, name(), size, slots);
+    verify_and_exchange(ctx, name(), size, slots, /*comms_used=*/1);
 
     SizeResult r;
     r.test = name();
@@ -64,21 +67,23 @@ class LatencyPattern final : public Pattern {
  private:
   void ping(PatternContext& ctx, size_t size, size_t slots, int n, bool timed) {
     const bool check = ctx.opts.check;
+    Transport& t = ctx.transport;
+    MessageBuffers& b = *ctx.buffers[0];
+    int got[kMaxGroup] = {};
     for (int i = 0; i < n; ++i) {
       size_t slot = static_cast<size_t>(i) % slots;
       auto t0 = std::chrono::steady_clock::now();
       void* rreq =
-          post_recv_blocking(ctx, ctx.buffers.recv_slot(size, slot), size, ctx.buffers.recv_mr());
+          post_recv_blocking(t, ctx.watch, 0, b.recv_slot(size, slot), size, 0, b.recv_mr());
       void* sreq =
-          post_send_blocking(ctx, ctx.buffers.send_slot(size, slot), size, ctx.buffers.send_mr());
-      size_t got = 0;
+          post_send_blocking(t, ctx.watch, 0, b.send_slot(size, slot), size, 0, b.send_mr());
       bool sent = false;
       bool received = false;
       while (!(sent && received)) {
-        if (!sent) sent = ctx.transport.test(sreq, &got);
+        if (!sent) sent = t.test(0, sreq, got);
         if (!received) {
-          received = ctx.transport.test(rreq, &got);
-          if (received && check) check_completion_size("latency", size, got);
+          received = t.test(0, rreq, got);
+          if (received && check) check_completion_size("latency", size, got[0]);
         }
         ctx.watch.idle("waiting for the echo");
       }
@@ -93,21 +98,21 @@ class LatencyPattern final : public Pattern {
 
   void pong(PatternContext& ctx, size_t size, size_t slots, int n) {
     const bool check = ctx.opts.check;
-    void* rreq =
-        post_recv_blocking(ctx, ctx.buffers.recv_slot(size, 0), size, ctx.buffers.recv_mr());
+    Transport& t = ctx.transport;
+    MessageBuffers& b = *ctx.buffers[0];
+    void* rreq = post_recv_blocking(t, ctx.watch, 0, b.recv_slot(size, 0), size, 0, b.recv_mr());
     ctx.boot.send_pod<uint32_t>(MsgKind::ready, 1);
     for (int i = 0; i < n; ++i) {
       size_t slot = static_cast<size_t>(i) % slots;
-      size_t got = wait_request(ctx, rreq, "waiting for a ping");
+      int got = wait_request(t, ctx.watch, 0, rreq, "waiting for a ping");
       if (check) check_completion_size("latency", size, got);
       void* sreq =
-          post_send_blocking(ctx, ctx.buffers.send_slot(size, slot), size, ctx.buffers.send_mr());
+          post_send_blocking(t, ctx.watch, 0, b.send_slot(size, slot), size, 0, b.send_mr());
       if (i + 1 < n) {
         size_t next = static_cast<size_t>(i + 1) % slots;
-        rreq =
-            post_recv_blocking(ctx, ctx.buffers.recv_slot(size, next), size, ctx.buffers.recv_mr());
+        rreq = post_recv_blocking(t, ctx.watch, 0, b.recv_slot(size, next), size, 0, b.recv_mr());
       }
-      wait_request(ctx, sreq, "sending the echo");
+      wait_request(t, ctx.watch, 0, sreq, "sending the echo");
     }
   }
 

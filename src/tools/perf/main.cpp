@@ -14,11 +14,31 @@
 #include "runner.h"
 
 #ifndef WEFT_DEFAULT_PLUGIN_PATH
-#define WEFT_DEFAULT_PLUGIN_PATH "libnccl-net-weft.so"
+#define WEFT_DEFAULT_PLUGIN_PATH ""
+#endif
+#ifndef WEFT_INSTALLED_PLUGIN_PATH
+#define WEFT_INSTALLED_PLUGIN_PATH "../lib/libnccl-net-weft.so"
 #endif
 
 namespace weft::perf {
 namespace {
+
+// weft next to this program once installed (bin/../lib), else the one in
+// the build tree it came from, else whatever the loader finds by name.
+std::string default_plugin_path() {
+  char exe[4096];
+  ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+  if (n > 0) {
+    exe[n] = '\0';
+    std::string dir(exe);
+    dir.resize(dir.rfind('/') + 1);
+    std::string installed = dir + WEFT_INSTALLED_PLUGIN_PATH;
+    if (access(installed.c_str(), R_OK) == 0) return installed;
+  }
+  const char* built = WEFT_DEFAULT_PLUGIN_PATH;
+  if (built[0] != '\0' && access(built, R_OK) == 0) return built;
+  return "libnccl-net-weft.so";
+}
 
 int exit_status(int wait_status) {
   if (WIFEXITED(wait_status)) return WEXITSTATUS(wait_status);
@@ -72,6 +92,8 @@ int run_local(const Options& opts) {
 
 int run_server(const Options& opts) {
   Listener listener(opts.port, /*loopback_only=*/false);
+  if (!opts.launcher.empty())
+    fprintf(stderr, "# weft-perf: rank 0 of 2 under %s\n", opts.launcher.c_str());
   fprintf(stderr, "# weft-perf server: waiting for a client on %s\n", listener.address().c_str());
   Bootstrap boot = listener.accept(opts.timeout_s);
   listener.close();
@@ -81,6 +103,10 @@ int run_server(const Options& opts) {
 }
 
 int run_client(const Options& opts) {
+  if (!opts.launcher.empty()) {
+    fprintf(stderr, "# weft-perf: rank 1 of 2 under %s, server %s\n", opts.launcher.c_str(),
+            opts.host.c_str());
+  }
   Bootstrap boot = Bootstrap::connect(opts.host, opts.port, opts.timeout_s);
   fprintf(stderr, "# weft-perf client: connected to %s\n", boot.peer().c_str());
   boot.set_timeout(opts.timeout_s);
@@ -97,7 +123,7 @@ int main(int argc, char** argv) {
   signal(SIGPIPE, SIG_IGN);  // a dead peer shows up as EPIPE, not a silent exit
   std::optional<Options> opts;
   try {
-    opts = parse_options(argc, argv, WEFT_DEFAULT_PLUGIN_PATH);
+    opts = parse_options(argc, argv, default_plugin_path());
   } catch (const UsageError& e) {
     fprintf(stderr, "weft-perf: %s\n", e.what());
     return 2;

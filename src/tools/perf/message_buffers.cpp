@@ -21,15 +21,15 @@ size_t MessageBuffers::slots(size_t size) const {
   return std::clamp<size_t>(buffer_bytes_ / stride(size), 1, depth_);
 }
 
-MessageBuffers::MessageBuffers(Transport& transport, const Options& opts,
+MessageBuffers::MessageBuffers(Transport& transport, int comm, const Options& opts,
                                const std::vector<size_t>& sizes)
     : buffer_bytes_(opts.buffer_bytes),
       depth_(static_cast<size_t>(opts.depth)),
       ctrl_offset_(arena_bytes(sizes)),
       send_(ctrl_offset_ + kPage),
       recv_(ctrl_offset_ + kPage),
-      send_mr_(transport, Direction::send, send_.data(), send_.size()),
-      recv_mr_(transport, Direction::recv, recv_.data(), recv_.size()) {}
+      send_mr_(transport, comm, Direction::send, send_.data(), send_.size()),
+      recv_mr_(transport, comm, Direction::recv, recv_.data(), recv_.size()) {}
 
 size_t MessageBuffers::arena_bytes(const std::vector<size_t>& sizes) const {
   size_t arena = kPage;

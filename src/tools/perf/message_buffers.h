@@ -1,4 +1,4 @@
-// Host memory for the messages of one run: a send arena and a receive arena,
+// Host memory for the messages of one comm: a send arena and a receive arena,
 // each page-aligned and registered once for the whole sweep. A size step uses
 // `slots(size)` page-aligned slots of each (up to --depth, within
 // --buffer-bytes), plus a control page at the end for acknowledgements.
@@ -16,7 +16,10 @@ struct Options;
 
 class MessageBuffers {
  public:
-  MessageBuffers(Transport& transport, const Options& opts, const std::vector<size_t>& sizes);
+  // The layout depends only on the options and sizes, so both ranks' arenas
+  // match slot for slot (raw RMA writes rely on that).
+  MessageBuffers(Transport& transport, int comm, const Options& opts,
+                 const std::vector<size_t>& sizes);
 
   size_t slots(size_t size) const;
   char* send_slot(size_t size, size_t slot) const { return send_.data() + slot * stride(size); }

@@ -37,7 +37,91 @@ size_t size_arg(const std::string& opt, std::string_view text) {
   return *v;
 }
 
+std::vector<TestKind> parse_tests(const std::string& text) {
+  std::vector<TestKind> tests;
+  size_t start = 0;
+  while (start <= text.size()) {
+    size_t comma = text.find(',', start);
+    std::string item = text.substr(start, comma == std::string::npos ? comma : comma - start);
+    bool known = false;
+    if (item == "all") {
+      tests.assign(std::begin(kAllTests), std::end(kAllTests));
+      known = true;
+    }
+    for (TestKind t : kAllTests) {
+      if (item == test_name(t)) {
+        tests.push_back(t);
+        known = true;
+      }
+    }
+    if (!known) {
+      throw UsageError(
+          "--test expects a comma-separated list of latency, bw, bibw, rate, "
+          "grouped, or all; got '" +
+          item + "'");
+    }
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  std::vector<TestKind> ordered;  // report order, no duplicates
+  for (TestKind t : kAllTests) {
+    for (TestKind u : tests) {
+      if (u == t) {
+        ordered.push_back(t);
+        break;
+      }
+    }
+  }
+  return ordered;
+}
+
+// Under mpirun/srun without --local/--server/--client: rank 0 serves, rank 1
+// connects to it.
+void apply_launcher(Options& o, EnvLookup env) {
+  std::optional<LaunchInfo> info = detect_launcher(env);
+  if (!info) return;
+  if (info->size != 2) {
+    throw UsageError("started by " + info->launcher + " with " + std::to_string(info->size) +
+                     " ranks; weft-perf runs as exactly 2 (e.g. mpirun -np 2, srun -n 2)");
+  }
+  o.launcher = info->launcher;
+  if (info->rank == 0) {
+    o.role = Role::server;
+  } else {
+    if (info->server_host.empty()) {
+      throw UsageError("started by " + info->launcher +
+                       " across hosts: cannot tell where rank 0 runs; set WEFT_PERF_SERVER to "
+                       "its host name (e.g. mpirun -x WEFT_PERF_SERVER=node1)");
+    }
+    o.role = Role::client;
+    o.host = info->server_host;
+  }
+}
+
 }  // namespace
+
+const char* test_name(TestKind t) {
+  switch (t) {
+    case TestKind::latency:
+      return "latency";
+    case TestKind::bw:
+      return "bw";
+    case TestKind::bibw:
+      return "bibw";
+    case TestKind::rate:
+      return "rate";
+    case TestKind::grouped:
+      return "grouped";
+  }
+  return "?";
+}
+
+bool Options::runs(TestKind t) const {
+  for (TestKind u : tests) {
+    if (u == t) return true;
+  }
+  return false;
+}
 
 std::optional<size_t> parse_size(std::string_view text) {
   size_t digits = 0;
@@ -105,16 +189,19 @@ std::vector<size_t> size_sweep(size_t min_bytes, size_t max_bytes, double factor
 }
 
 std::string usage_text(const std::string& default_plugin) {
-  return R"(weft-perf: point-to-point latency and bandwidth of an ncclNet plugin (or of a
-libfabric provider directly), driven through the plugin ABI exactly as NCCL does.
+  return R"(weft-perf: point-to-point latency, bandwidth and message rate of an ncclNet
+plugin (or of a libfabric provider directly), driven through the plugin ABI
+exactly as NCCL's proxy drives it. No GPU, MPI or NCCL needed.
 
 Usage:
   weft-perf [--local] [options]                 two ranks forked on this host (default)
   weft-perf --server [--port P] [options]        rank 0, waits for a client
   weft-perf --client HOST [--port P] [options]   rank 1, connects to the server
-The client takes the test parameters (tests, sizes, iterations, depth, checking)
-from the server; transport options (--plugin/--abi/--dev or --raw-ofi/--domain)
-are per host but both sides must use the same kind of transport.
+  mpirun -np 2 weft-perf [options]               ranks from the launcher's variables
+  srun -n 2 weft-perf [options]                  (no MPI library used; see below)
+The client takes the test parameters (tests, sizes, iterations, depth, comms,
+checking) from the server; transport options (--plugin/--abi/--dev or
+--raw-ofi/--domain) are per host but both sides must use the same kind.
 
 Transport:
   --plugin PATH        ncclNet plugin to load (default:
@@ -123,12 +210,18 @@ Transport:
          R"()
   --abi N              ncclNetPlugin_vN to use, 6..12 (default: newest exported)
   --dev N              plugin device index (default 0). The plugin picks its
-                       libfabric provider/domain from its environment, e.g.
+                       network from its environment, e.g. for weft
                        WEFT_OFI_PROVIDER=tcp WEFT_OFI_DOMAIN=lo
-  --raw-ofi PROVIDER   bypass the plugin: run the same patterns on a libfabric
-                       FI_EP_RDM endpoint with fi_tsend/fi_trecv, e.g. "tcp",
-                       "tcp;ofi_rxm", "shm" (the provider ceiling)
-  --domain NAME        raw mode only: libfabric domain, e.g. "lo" for tcp
+  --raw-ofi PROVIDER   bypass the plugin: run the same patterns on libfabric
+                       FI_EP_RDM endpoints, e.g. "tcp", "tcp;ofi_rxm", "shm"
+                       (the provider ceiling)
+  --vs-raw PROVIDER    plugin mode: after the plugin run, run the same tests on
+                       the raw provider in the same process pair and print
+                       plugin/raw ratios
+  --raw-op OP          raw runs: tagged (fi_tsend/fi_trecv, default) or write
+                       (fi_writedata into the peer's buffer, size as remote
+                       CQ data; the RMA ceiling)
+  --domain NAME        raw runs: libfabric domain, e.g. "lo" for tcp
 
 Ranks and bootstrap (a TCP connection carrying handles and control words):
   --local              fork two ranks on this host over 127.0.0.1
@@ -137,50 +230,75 @@ Ranks and bootstrap (a TCP connection carrying handles and control words):
   --port P             bootstrap TCP port (default 18515)
   --timeout S          seconds to wait for the peer to connect, and for any
                        progress during a test (default 30)
+  Under mpirun (Open MPI, MPICH, Intel MPI, MVAPICH) or srun with 2 ranks and
+  none of --local/--server/--client, rank 0 serves and rank 1 connects to it:
+  on 127.0.0.1 when both ranks share a host, to the first node of the Slurm
+  step, or to $WEFT_PERF_SERVER (e.g. mpirun -x WEFT_PERF_SERVER=node1).
 
 Tests:
-  --test T             latency | bw | all (default all)
-                       latency: ping-pong, one message in flight, reports the
+  --test LIST          comma-separated: latency, bw, bibw, rate, grouped, or
+                       all (default latency,bw)
+                       latency: ping-pong on comm 0, one message in flight,
                          half round trip (min, median, average, p99; the
                          average is what fi_pingpong's usec/xfer shows)
-                       bw: unidirectional, rank 0 sends, rank 1 posts receives,
-                         up to --depth requests in flight; time runs from the
-                         first send to the receiver's 8-byte acknowledgement
-  --min-bytes S        smallest message (default 8)
-  --max-bytes S        largest message (default 256M)
+                       bw: rank 0 sends, rank 1 receives, up to --depth
+                         requests in flight per comm; time runs from the
+                         start to the receiver's 8-byte acknowledgement
+                       bibw: both ranks send and receive at once; bandwidth
+                         of both directions together (the slower rank's time)
+                       rate: bw for sizes up to --rate-max-bytes, read as
+                         million messages per second (Mmsg/s)
+                       grouped: bw into grouped receives (ncclNet irecv with
+                         n > 1 buffers and tags 0..n-1), n = 1, 2, 4 ..
+                         maxRecvs, or --group N
+  --comms N            comms (NCCL channels) to the peer, 1..256 (default 1);
+                       bandwidth tests use all of them, latency comm 0
+  --threads N          threads driving the comms, comm c on thread c % N
+                       (default 1, at most --comms)
+  --group N            grouped: only n = N (1..maxRecvs)
+  --rate-max-bytes S   largest size of the rate test (default 64K)
+  --min-bytes S        smallest message (default 8; 0 allowed)
+  --max-bytes S        largest message (default 256M, e.g. 1G)
   --step-factor F      size multiplier between steps (default 2)
   --iters N            timed iterations per size (default 1000)
   --warmup N           untimed iterations before each size (default 10)
   --iter-bytes S       cap iterations so that iters * size <= S, at least 4
                        iterations (default 4G; 0: no cap). Warmup shrinks along.
-  --depth N            bw: requests in flight per comm, 1..1024 (default 32)
-  --buffer-bytes S     per rank and direction: memory for distinct message
-                       slots, up to --depth slots of each size, at least one
-                       (default 4M, like NCCL's 4 MiB NCCL_BUFFSIZE: the working
-                       set, hence cache behaviour, resembles NCCL's)
+  --depth N            requests in flight per comm, 1..1024 (default 32)
+  --buffer-bytes S     per comm, rank and direction: memory for distinct
+                       message slots, up to --depth slots of each size, at
+                       least one (default 4M, like NCCL's 4 MiB NCCL_BUFFSIZE:
+                       the working set, hence cache behaviour, resembles NCCL's)
   --no-check           do not verify received bytes
-                       (default: every receive slot is filled with a pattern
-                       keyed by sender, size and slot; after the timed loop of
-                       each size every byte of every slot is checked, and every
-                       completion's size is checked inside the loop)
+                       (default: every send slot holds a pattern keyed by
+                       sender, size and slot, receive slots are poisoned; after
+                       each size every byte of every slot used is checked, and
+                       every completion's size inside the loop; a mismatch
+                       names test, size, comm, slot and offset and fails the run)
 Sizes take K, M, G, T suffixes (binary: 64K = 65536).
+Memory: host memory (NCCL_PTR_HOST); CUDA memory is not supported yet.
 
 Output (stdout; progress and errors go to stderr):
-  --csv                CSV instead of the table
+  --csv                CSV instead of the table (one row per test and size,
+                       a label column per run; comparisons as # comment lines)
   --json               one JSON document instead of the table
   --quiet              no progress lines on stderr
   -h, --help           this text
+  scripts/plot-perf.py turns --json/--csv files into a PNG.
 
 Exit status: 0 success, 1 run-time error or data mismatch, 2 bad command line.
 )";
 }
 
-std::optional<Options> parse_options(int argc, char** argv, const std::string& default_plugin) {
+std::optional<Options> parse_options(int argc, char** argv, const std::string& default_plugin,
+                                     EnvLookup env) {
+  if (env == nullptr) env = [](const char* name) -> const char* { return getenv(name); };
   Options o;
   o.plugin_path = default_plugin;
   bool have_server = false;
   bool have_client = false;
   bool have_local = false;
+  bool have_raw_op = false;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     std::string value;
@@ -229,18 +347,28 @@ std::optional<Options> parse_options(int argc, char** argv, const std::string& d
     } else if (arg == "--timeout") {
       o.timeout_s = int_in_range(arg, next(), 1, 86400);
     } else if (arg == "--test") {
-      std::string t = next();
-      if (t == "latency") {
-        o.run_latency = true;
-        o.run_bw = false;
-      } else if (t == "bw") {
-        o.run_latency = false;
-        o.run_bw = true;
-      } else if (t == "all") {
-        o.run_latency = o.run_bw = true;
+      o.tests = parse_tests(next());
+    } else if (arg == "--raw-op") {
+      std::string op = next();
+      if (op == "tagged") {
+        o.raw_op = RawOp::tagged;
+      } else if (op == "write") {
+        o.raw_op = RawOp::write;
       } else {
-        throw UsageError("--test expects latency, bw or all; got '" + t + "'");
+        throw UsageError("--raw-op expects tagged or write; got '" + op + "'");
       }
+      have_raw_op = true;
+    } else if (arg == "--vs-raw") {
+      o.vs_raw_provider = next();
+      if (o.vs_raw_provider.empty()) throw UsageError("--vs-raw needs a provider name");
+    } else if (arg == "--comms") {
+      o.comms = int_in_range(arg, next(), 1, 256);
+    } else if (arg == "--threads") {
+      o.threads = int_in_range(arg, next(), 1, 256);
+    } else if (arg == "--group") {
+      o.group = int_in_range(arg, next(), 1, 64);
+    } else if (arg == "--rate-max-bytes") {
+      o.rate_max_bytes = size_arg(arg, next());
     } else if (arg == "--min-bytes") {
       o.min_bytes = size_arg(arg, next());
     } else if (arg == "--max-bytes") {
@@ -282,13 +410,28 @@ std::optional<Options> parse_options(int argc, char** argv, const std::string& d
     throw UsageError("--local, --server and --client exclude each other");
   }
   o.role = have_server ? Role::server : have_client ? Role::client : Role::local;
-  if (o.min_bytes == 0) throw UsageError("--min-bytes must be at least 1");
+  if (!have_local && !have_server && !have_client) apply_launcher(o, env);
   if (o.min_bytes > o.max_bytes) throw UsageError("--min-bytes is larger than --max-bytes");
   if (o.role == Role::client && o.host.empty()) throw UsageError("--client needs a host");
   if (o.raw() && o.abi != 0) throw UsageError("--abi applies to plugins, not to --raw-ofi");
-  if (!o.raw() && !o.domain.empty()) {
-    throw UsageError("--domain applies to --raw-ofi; the plugin reads WEFT_OFI_DOMAIN");
+  if (!o.raw() && o.vs_raw_provider.empty() && !o.domain.empty()) {
+    throw UsageError(
+        "--domain applies to --raw-ofi and --vs-raw; the plugin reads WEFT_OFI_DOMAIN");
   }
+  if (!o.raw() && o.vs_raw_provider.empty() && have_raw_op) {
+    throw UsageError("--raw-op applies to --raw-ofi and --vs-raw");
+  }
+  if (o.raw() && !o.vs_raw_provider.empty()) {
+    throw UsageError("--vs-raw compares a plugin with a provider; drop --raw-ofi");
+  }
+  if (o.threads > o.comms) {
+    throw UsageError("--threads " + std::to_string(o.threads) + " exceeds --comms " +
+                     std::to_string(o.comms) + " (each thread drives at least one comm)");
+  }
+  if (o.raw_op == RawOp::write && o.runs(TestKind::grouped)) {
+    throw UsageError("--test grouped needs tagged receives; not available with --raw-op write");
+  }
+  if (o.tests.empty()) throw UsageError("--test selects no test");
   return o;
 }
 

@@ -8,10 +8,20 @@
 #include <string_view>
 #include <vector>
 
+#include "launcher.h"
+
 namespace weft::perf {
 
 enum class Role { local, server, client };
 enum class OutputFormat { table, csv, json };
+// Raw libfabric operation: tagged messages, or RMA writes with remote CQ data.
+enum class RawOp { tagged, write };
+
+// The tests weft-perf can run, in report order.
+enum class TestKind { latency, bw, bibw, rate, grouped };
+inline constexpr TestKind kAllTests[] = {TestKind::latency, TestKind::bw, TestKind::bibw,
+                                         TestKind::rate, TestKind::grouped};
+const char* test_name(TestKind t);
 
 struct Options {
   // Transport: a plugin .so (default) or libfabric directly.
@@ -19,6 +29,10 @@ struct Options {
   int abi = 0;               // 0: newest exported
   std::string raw_provider;  // non-empty: raw libfabric mode
   std::string domain;        // raw mode: fi_info domain name (e.g. "lo")
+  RawOp raw_op = RawOp::tagged;
+  // Plugin mode: also run the raw provider in the same run and report
+  // plugin/raw ratios.
+  std::string vs_raw_provider;
   int dev = 0;
 
   // Ranks.
@@ -26,10 +40,10 @@ struct Options {
   std::string host;  // client: server address
   uint16_t port = 18515;
   int timeout_s = 30;
+  std::string launcher;  // "mpirun"/"srun" when the role came from its variables
 
   // Tests and sweep.
-  bool run_latency = true;
-  bool run_bw = true;
+  std::vector<TestKind> tests = {TestKind::latency, TestKind::bw};
   size_t min_bytes = 8;
   size_t max_bytes = size_t{256} << 20;
   double step_factor = 2.0;
@@ -38,6 +52,10 @@ struct Options {
   size_t iter_bytes = size_t{4} << 30;    // caps iters * size per size step
   size_t buffer_bytes = size_t{4} << 20;  // slots per size step (NCCL_BUFFSIZE-like)
   int depth = 32;
+  int comms = 1;    // channels to the peer (NCCL: one comm pair per channel)
+  int threads = 1;  // threads driving them, comm c on thread c % threads
+  int group = 0;    // grouped: receives per request; 0 = 1, 2, 4 .. maxRecvs
+  size_t rate_max_bytes = size_t{64} << 10;  // rate: largest size measured
   bool check = true;
 
   // Output.
@@ -45,6 +63,7 @@ struct Options {
   bool quiet = false;
 
   bool raw() const { return !raw_provider.empty(); }
+  bool runs(TestKind t) const;
 };
 
 // "8", "64K", "4M", "1G", "1T" (binary multiples; "KiB"/"KB" accepted too).
@@ -57,7 +76,9 @@ std::string format_size(size_t bytes);
 std::vector<size_t> size_sweep(size_t min_bytes, size_t max_bytes, double factor);
 
 // Throws UsageError. Returns nullopt when --help was given (text printed).
-std::optional<Options> parse_options(int argc, char** argv, const std::string& default_plugin);
+// `env` looks up launcher variables (mpirun/srun ranks); tests pass a fake.
+std::optional<Options> parse_options(int argc, char** argv, const std::string& default_plugin,
+                                     EnvLookup env = nullptr);
 
 std::string usage_text(const std::string& default_plugin);
 

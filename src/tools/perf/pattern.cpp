@@ -13,6 +13,7 @@ namespace {
 // Sent after each size step; all-ones offset means "no mismatch".
 struct SlotStatus {
   uint64_t offset;
+  uint64_t comm;
   uint64_t slot;
   uint64_t got;
   uint64_t expected;
@@ -21,11 +22,11 @@ struct SlotStatus {
 std::string mismatch_text(const char* who, const char* test, size_t size, const SlotStatus& s) {
   char buf[256];
   snprintf(buf, sizeof(buf),
-           "%s: data mismatch in %s, message size %zu, slot %llu, at offset %llu: expected "
-           "0x%02llx, got 0x%02llx",
-           who, test, size, static_cast<unsigned long long>(s.slot),
-           static_cast<unsigned long long>(s.offset), static_cast<unsigned long long>(s.expected),
-           static_cast<unsigned long long>(s.got));
+           "%s: data mismatch in %s, message size %zu, comm %llu, slot %llu, at offset %llu: "
+           "expected 0x%02llx, got 0x%02llx",
+           who, test, size, static_cast<unsigned long long>(s.comm),
+           static_cast<unsigned long long>(s.slot), static_cast<unsigned long long>(s.offset),
+           static_cast<unsigned long long>(s.expected), static_cast<unsigned long long>(s.got));
   return buf;
 }
 
@@ -44,44 +45,56 @@ int warmup_iterations(const Options& opts, size_t size) {
   return std::min(opts.warmup, std::max(1, iters / 8));
 }
 
-void* post_send_blocking(PatternContext& ctx, void* data, size_t size, void* mr) {
+void* post_send_blocking(Transport& t, ProgressWatch& watch, int comm, void* data, size_t size,
+                         int tag, void* mr) {
   for (;;) {
-    if (void* r = ctx.transport.post_send(data, size, mr)) return r;
-    ctx.watch.idle("posting a send");
+    if (void* r = t.post_send(comm, data, size, tag, mr)) return r;
+    watch.idle("posting a send");
   }
 }
 
-void* post_recv_blocking(PatternContext& ctx, void* data, size_t size, void* mr) {
+void* post_recv_blocking(Transport& t, ProgressWatch& watch, int comm, void* data, size_t size,
+                         int tag, void* mr) {
   for (;;) {
-    if (void* r = ctx.transport.post_recv(data, size, mr)) return r;
-    ctx.watch.idle("posting a receive");
+    if (void* r = t.post_recv(comm, 1, &data, &size, &tag, &mr)) return r;
+    watch.idle("posting a receive");
   }
 }
 
-size_t wait_request(PatternContext& ctx, void* req, const char* what) {
-  size_t got = 0;
-  while (!ctx.transport.test(req, &got)) ctx.watch.idle(what);
-  ctx.watch.progressed();
-  return got;
+int wait_request(Transport& t, ProgressWatch& watch, int comm, void* req, const char* what) {
+  int got[kMaxGroup] = {};
+  while (!t.test(comm, req, got)) watch.idle(what);
+  watch.progressed();
+  return got[0];
 }
 
-void check_completion_size(const char* test, size_t expected, size_t got) {
-  if (expected != got) {
+std::unique_ptr<Pattern> make_pattern(TestKind kind) {
+  if (kind == TestKind::latency) return make_latency_pattern();
+  return make_stream_pattern(kind);
+}
+
+void check_completion_size(const char* test, size_t expected, int got) {
+  if (got < 0 || expected != static_cast<size_t>(got)) {
     throw DataMismatch(std::string(test) + ": a receive of " + std::to_string(expected) +
                        " bytes completed with " + std::to_string(got) + " bytes");
   }
 }
 
-void verify_and_exchange(PatternContext& ctx, const char* test, size_t size, size_t recv_slots) {
-  SlotStatus mine{UINT64_MAX, 0, 0, 0};
+void verify_and_exchange(PatternContext& ctx, const char* test, size_t size, size_t recv_slots,
+                         int comms_used) {
+  SlotStatus mine{UINT64_MAX, 0, 0, 0, 0};
   if (ctx.opts.check) {
     int peer = 1 - ctx.rank;
-    for (size_t slot = 0; slot < recv_slots && mine.offset == UINT64_MAX; ++slot) {
-      const char* buf = ctx.buffers.recv_slot(size, slot);
-      uint64_t key = pattern_key(peer, size, slot);
-      size_t off = find_mismatch(buf, size, key);
-      if (off != SIZE_MAX) {
-        mine = SlotStatus{off, slot, static_cast<unsigned char>(buf[off]), expected_byte(key, off)};
+    for (size_t comm = 0; comm < static_cast<size_t>(comms_used) && mine.offset == UINT64_MAX;
+         ++comm) {
+      for (size_t slot = 0; slot < recv_slots && mine.offset == UINT64_MAX; ++slot) {
+        const char* buf = ctx.buffers[comm]->recv_slot(size, slot);
+        uint64_t key = pattern_key(peer, size, slot);
+        size_t off = find_mismatch(buf, size, key);
+        if (off != SIZE_MAX) {
+          mine = SlotStatus{off, comm, slot, static_cast<unsigned char>(buf[off]),
+                            expected_byte(key, off)};
+        }
       }
     }
   }

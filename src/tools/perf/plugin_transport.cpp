@@ -1,8 +1,10 @@
 // Transport over an ncclNet plugin, used the way NCCL's proxy uses it:
 // one send comm and one recv comm to the peer, host buffers registered once,
 // isend/irecv/test polled from one thread.
+#include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <vector>
 
 #include "bootstrap.h"
 #include "errors.h"
@@ -59,88 +61,119 @@ class PluginTransport final : public Transport {
 
   ~PluginTransport() override {
     // Comms go before finalize/dlclose (NetClient's destructor).
-    if (send_comm_ != nullptr) client_->close_send(send_comm_);
-    if (recv_comm_ != nullptr) client_->close_recv(recv_comm_);
-    if (listen_comm_ != nullptr) client_->close_listen(listen_comm_);
+    for (void* c : send_comms_) {
+      if (c != nullptr) client_->close_send(c);
+    }
+    for (void* c : recv_comms_) {
+      if (c != nullptr) client_->close_recv(c);
+    }
+    for (void* c : listen_comms_) {
+      if (c != nullptr) client_->close_listen(c);
+    }
   }
 
-  std::vector<std::pair<std::string, std::string>> describe() const override {
+  Facts describe() const override {
     return {{"transport", "plugin"},
             {"plugin", opts_.plugin_path},
             {"abi", std::to_string(client_->abi_version())},
             {"name", client_->plugin_name()},
             {"device", std::to_string(opts_.dev) + ":" + info_.name},
-            {"speed_mbps", std::to_string(info_.speed_mbps)}};
+            {"speed_mbps", std::to_string(info_.speed_mbps)},
+            {"max_recvs", std::to_string(info_.max_recvs)}};
+  }
+
+  std::string label() const override {
+    return std::string(client_->plugin_name()) + " v" + std::to_string(client_->abi_version()) +
+           " (" + info_.name + ")";
   }
 
   size_t max_message_bytes() const override { return info_.max_p2p_bytes; }
+  int max_recvs() const override { return std::min(info_.max_recvs, kMaxGroup); }
 
-  void connect(Bootstrap& boot) override {
-    char handle[NCCL_NET_HANDLE_MAXSIZE] = {};
-    char peer_handle[NCCL_NET_HANDLE_MAXSIZE] = {};
-    check("listen", client_->listen(opts_.dev, handle, &listen_comm_));
-    boot.send(MsgKind::address, handle, sizeof(handle));
-    boot.recv(MsgKind::address, peer_handle, sizeof(peer_handle));
+  void connect(Bootstrap& boot, int comms) override {
+    const size_t n = static_cast<size_t>(comms);
+    std::vector<char> handles(n * NCCL_NET_HANDLE_MAXSIZE);
+    std::vector<char> peer_handles(n * NCCL_NET_HANDLE_MAXSIZE);
+    listen_comms_.assign(n, nullptr);
+    send_comms_.assign(n, nullptr);
+    recv_comms_.assign(n, nullptr);
+    for (size_t i = 0; i < n; ++i) {
+      check("listen",
+            client_->listen(opts_.dev, &handles[i * NCCL_NET_HANDLE_MAXSIZE], &listen_comms_[i]));
+    }
+    boot.send(MsgKind::address, handles.data(), handles.size());
+    boot.recv(MsgKind::address, peer_handles.data(), peer_handles.size());
     // connect/accept never block: alternate them like NCCL's proxy does.
     auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(opts_.timeout_s);
     unsigned spins = 0;
-    while (send_comm_ == nullptr || recv_comm_ == nullptr) {
-      if (send_comm_ == nullptr) {
-        check("connect", client_->connect(opts_.dev, peer_handle, &send_comm_));
+    size_t ready = 0;
+    while (ready < 2 * n) {
+      ready = 0;
+      for (size_t i = 0; i < n; ++i) {
+        if (send_comms_[i] == nullptr) {
+          check("connect", client_->connect(opts_.dev, &peer_handles[i * NCCL_NET_HANDLE_MAXSIZE],
+                                            &send_comms_[i]));
+        }
+        if (recv_comms_[i] == nullptr) {
+          check("accept", client_->accept(listen_comms_[i], &recv_comms_[i]));
+        }
+        ready += (send_comms_[i] != nullptr) + (recv_comms_[i] != nullptr);
       }
-      if (recv_comm_ == nullptr) check("accept", client_->accept(listen_comm_, &recv_comm_));
-      if ((++spins & 0x3ff) == 0) {
+      if ((++spins & 0x3ff) == 0 && ready < 2 * n) {
         boot.check_peer();
         if (std::chrono::steady_clock::now() > deadline) {
-          throw PerfError(std::string("plugin: connection with peer ") + boot.peer() +
-                          " not established within " + std::to_string(opts_.timeout_s) +
-                          " s (send comm " + (send_comm_ ? "ready" : "pending") + ", recv comm " +
-                          (recv_comm_ ? "ready" : "pending") + ")");
+          throw PerfError("plugin: connection with peer " + boot.peer() +
+                          " not established within " + std::to_string(opts_.timeout_s) + " s (" +
+                          std::to_string(ready) + " of " + std::to_string(2 * n) +
+                          " send/recv comms ready; is the plugin network reachable between the "
+                          "hosts? see --timeout)");
         }
       }
     }
-    check("closeListen", client_->close_listen(listen_comm_));
-    listen_comm_ = nullptr;
+    for (void*& l : listen_comms_) {
+      check("closeListen", client_->close_listen(l));
+      l = nullptr;
+    }
   }
 
-  void* register_memory(Direction dir, void* data, size_t size) override {
+  void* register_memory(int comm, Direction dir, void* data, size_t size) override {
     void* mh = nullptr;
-    void* comm = dir == Direction::send ? send_comm_ : recv_comm_;
-    check("regMr", client_->reg_mr(comm, data, size, NCCL_PTR_HOST, &mh));
+    check("regMr", client_->reg_mr(comm_of(comm, dir), data, size, NCCL_PTR_HOST, &mh));
     return mh;
   }
 
-  void deregister_memory(Direction dir, void* handle) noexcept override {
-    void* comm = dir == Direction::send ? send_comm_ : recv_comm_;
-    client_->dereg_mr(comm, handle);
+  void deregister_memory(int comm, Direction dir, void* handle) noexcept override {
+    client_->dereg_mr(comm_of(comm, dir), handle);
   }
 
-  void* post_send(void* data, size_t size, void* mr) override {
+  void* post_send(int comm, void* data, size_t size, int tag, void* mr) override {
     void* req = nullptr;
-    ncclResult_t r = client_->isend(send_comm_, data, size, kTag, mr, &req);
+    ncclResult_t r =
+        client_->isend(send_comms_[static_cast<size_t>(comm)], data, size, tag, mr, &req);
     if (r != ncclSuccess) fail("isend", r);
     return req;
   }
 
-  void* post_recv(void* data, size_t size, void* mr) override {
+  void* post_recv(int comm, int n, void** data, size_t* sizes, int* tags, void** mrs) override {
     void* req = nullptr;
-    int tag = kTag;
-    ncclResult_t r = client_->irecv(recv_comm_, 1, &data, &size, &tag, &mr, &req);
+    ncclResult_t r =
+        client_->irecv(recv_comms_[static_cast<size_t>(comm)], n, data, sizes, tags, mrs, &req);
     if (r != ncclSuccess) fail("irecv", r);
     return req;
   }
 
-  bool test(void* request, size_t* size) override {
+  bool test(int, void* request, int* sizes) override {
     int done = 0;
-    int bytes = 0;
-    ncclResult_t r = client_->test(request, &done, &bytes);
+    ncclResult_t r = client_->test(request, &done, sizes);
     if (r != ncclSuccess) fail("test", r);
-    if (done != 0) *size = static_cast<size_t>(bytes);
     return done != 0;
   }
 
  private:
-  static constexpr int kTag = 0;
+  void* comm_of(int comm, Direction dir) const {
+    return dir == Direction::send ? send_comms_[static_cast<size_t>(comm)]
+                                  : recv_comms_[static_cast<size_t>(comm)];
+  }
 
   void check(const char* what, ncclResult_t r) const {
     if (r != ncclSuccess) fail(what, r);
@@ -154,9 +187,9 @@ class PluginTransport final : public Transport {
   const Options& opts_;
   std::unique_ptr<NetClient> client_;
   NetDeviceInfo info_;
-  void* listen_comm_ = nullptr;
-  void* send_comm_ = nullptr;
-  void* recv_comm_ = nullptr;
+  std::vector<void*> listen_comms_;
+  std::vector<void*> send_comms_;
+  std::vector<void*> recv_comms_;
 };
 
 }  // namespace

@@ -1,11 +1,19 @@
-// Transport straight on libfabric: one FI_EP_RDM endpoint, tagged
-// messages, manual progress by polling the CQ. No plugin involved, so the
-// same patterns measure the provider's own ceiling.
+// Transport straight on libfabric: one FI_EP_RDM endpoint per comm (in a
+// domain of its own, so each comm's thread owns it and FI_THREAD_DOMAIN
+// needs no locks), manual progress by polling the CQ. No plugin involved, so
+// the same patterns measure the provider's own ceiling. Two operations:
+//   tagged  fi_tsend / fi_trecv; a grouped receive is n fi_trecv with the
+//           group's tags, complete when all are.
+//   write   fi_writedata into the peer's receive slot (both ranks' arenas
+//           have the same layout, so the offset in our send arena is the
+//           offset in theirs); the remote CQ data (the size) completes the
+//           peer's oldest posted receive. The RMA ceiling, for comparison.
 #include <rdma/fabric.h>
 #include <rdma/fi_cm.h>
 #include <rdma/fi_domain.h>
 #include <rdma/fi_endpoint.h>
 #include <rdma/fi_errno.h>
+#include <rdma/fi_rma.h>
 #include <rdma/fi_tagged.h>
 
 #include <cstring>
@@ -19,9 +27,10 @@
 namespace weft::perf {
 namespace {
 
-constexpr uint64_t kTag = 0x77656674;  // one stream per direction; ordered matching
+constexpr uint64_t kTagBase = 0x7765667400000000ull;  // "weft" | tag
 constexpr size_t kCqBatch = 16;
 constexpr size_t kMaxAddrLen = 256;
+constexpr int kRawMaxRecvs = 8;
 
 std::string fi_error(const char* what, ssize_t rc) {
   return std::string(what) + ": " + fi_strerror(static_cast<int>(-rc)) + " (" + std::to_string(rc) +
@@ -44,43 +53,103 @@ struct InfoDeleter {
 };
 using InfoPtr = std::unique_ptr<fi_info, InfoDeleter>;
 
+struct RawRequest;
+
 // fi_context2 first: the provider owns it while the operation is pending
 // (FI_CONTEXT/FI_CONTEXT2 mode) and hands it back as op_context.
-struct OfiRequest {
+struct SubOp {
   fi_context2 ctx;
-  size_t len = 0;
-  bool done = false;
-  OfiRequest* next_free = nullptr;
+  RawRequest* owner = nullptr;
+  int index = 0;
+};
+
+struct RawRequest {
+  SubOp ops[kRawMaxRecvs];
+  int sizes[kRawMaxRecvs] = {};
+  int n = 1;
+  int pending = 0;
+  RawRequest* next_free = nullptr;
 };
 
 struct RawMr {
   FidPtr<fid_mr> mr;
   void* desc = nullptr;
+  char* base = nullptr;
+  uint64_t key = 0;
+};
+
+// Where the peer's receive arena of one comm lives (write mode).
+struct RemoteRegion {
+  uint64_t addr;
+  uint64_t key;
+};
+
+// A fixed ring of T (capacity set once, no allocation when used).
+template <class T>
+class Ring {
+ public:
+  void reset(size_t capacity) { items_.assign(capacity, T{}); }
+  bool empty() const { return count_ == 0; }
+  void push(T v) {
+    if (count_ == items_.size()) throw PerfError("raw-ofi: internal queue overflow");
+    items_[(head_ + count_) % items_.size()] = v;
+    ++count_;
+  }
+  T pop() {
+    T v = items_[head_];
+    head_ = (head_ + 1) % items_.size();
+    --count_;
+    return v;
+  }
+
+ private:
+  std::vector<T> items_;
+  size_t head_ = 0;
+  size_t count_ = 0;
+};
+
+struct RawComm {
+  FidPtr<fid_domain> domain;
+  FidPtr<fid_cq> cq;
+  FidPtr<fid_av> av;
+  FidPtr<fid_ep> ep;  // closed first: declared last of the fids
+  fi_addr_t peer = FI_ADDR_UNSPEC;
+  std::vector<RawRequest> requests;
+  RawRequest* free = nullptr;
+  // Write mode: receives waiting for a write, writes that came first.
+  Ring<RawRequest*> waiting;
+  Ring<int> arrived;
+  char* send_base = nullptr;
+  RemoteRegion remote{0, 0};
+  uint64_t next_key = 1;
 };
 
 class RawOfiTransport final : public Transport {
  public:
-  explicit RawOfiTransport(const Options& opts) : opts_(opts) {
+  explicit RawOfiTransport(const Options& opts)
+      : opts_(opts), provider_(opts.raw() ? opts.raw_provider : opts.vs_raw_provider) {
     InfoPtr hints(fi_allocinfo());
     if (!hints) throw PerfError("raw-ofi: fi_allocinfo failed");
     hints->caps = FI_TAGGED;
+    if (write_mode()) hints->caps |= FI_RMA | FI_WRITE | FI_REMOTE_WRITE;
     hints->ep_attr->type = FI_EP_RDM;
     hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
     hints->mode = FI_CONTEXT | FI_CONTEXT2;
-    // One thread drives the endpoint: skip the provider's internal locking
+    // One thread drives each endpoint: skip the provider's internal locking
     // (as fabtests do), or locks would count against the provider ceiling.
     hints->domain_attr->threading = FI_THREAD_DOMAIN;
-    hints->fabric_attr->prov_name = strdup(opts.raw_provider.c_str());
+    hints->fabric_attr->prov_name = strdup(provider_.c_str());
     if (!opts.domain.empty()) hints->domain_attr->name = strdup(opts.domain.c_str());
 
     fi_info* found = nullptr;
     int rc = fi_getinfo(FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION), nullptr, nullptr, 0,
                         hints.get(), &found);
     if (rc != 0 || found == nullptr) {
-      throw PerfError(
-          "raw-ofi: no FI_EP_RDM endpoint with FI_TAGGED from provider '" + opts.raw_provider +
-          "'" + (opts.domain.empty() ? "" : " in domain '" + opts.domain + "'") + ": " +
-          fi_strerror(-rc) + " (check `fi_info -p " + opts.raw_provider + " -t FI_EP_RDM`)");
+      throw PerfError("raw-ofi: no FI_EP_RDM endpoint with FI_TAGGED" +
+                      std::string(write_mode() ? " and FI_RMA" : "") + " from provider '" +
+                      provider_ + "'" +
+                      (opts.domain.empty() ? "" : " in domain '" + opts.domain + "'") + ": " +
+                      fi_strerror(-rc) + " (check `fi_info -p " + provider_ + " -t FI_EP_RDM`)");
     }
     InfoPtr list(found);
     // Layered providers (tcp;ofi_rxm in 1.17) ignore the domain hint: filter.
@@ -95,184 +164,294 @@ class RawOfiTransport final : public Transport {
         }
       }
       if (chosen == nullptr) {
-        throw PerfError("raw-ofi: provider '" + opts.raw_provider + "' has no domain '" +
-                        opts.domain + "' (domains:" + seen.substr(0, seen.size() - 1) + ")");
+        throw PerfError("raw-ofi: provider '" + provider_ + "' has no domain '" + opts.domain +
+                        "' (domains:" + seen.substr(0, seen.size() - 1) + ")");
       }
     }
     info_.reset(fi_dupinfo(chosen));
     if (!info_) throw PerfError("raw-ofi: fi_dupinfo failed");
     need_mr_ = (info_->domain_attr->mr_mode & FI_MR_LOCAL) != 0;
+    prov_key_ = (info_->domain_attr->mr_mode & FI_MR_PROV_KEY) != 0;
+    virt_addr_ = (info_->domain_attr->mr_mode & FI_MR_VIRT_ADDR) != 0;
 
     fid_fabric* fabric = nullptr;
     check("fi_fabric", fi_fabric(info_->fabric_attr, &fabric, nullptr));
     fabric_.reset(fabric);
-    fid_domain* domain = nullptr;
-    check("fi_domain", fi_domain(fabric_.get(), info_.get(), &domain, nullptr));
-    domain_.reset(domain);
-
-    // Room for every request we may have outstanding, both directions.
-    size_t pool = 2 * static_cast<size_t>(opts.depth) + 16;
-    fi_cq_attr cq_attr{};
-    cq_attr.format = FI_CQ_FORMAT_TAGGED;
-    cq_attr.wait_obj = FI_WAIT_NONE;
-    cq_attr.size = pool * 2;
-    fid_cq* cq = nullptr;
-    check("fi_cq_open", fi_cq_open(domain_.get(), &cq_attr, &cq, nullptr));
-    cq_.reset(cq);
-
-    fi_av_attr av_attr{};
-    av_attr.type = FI_AV_TABLE;
-    av_attr.count = 4;
-    fid_av* av = nullptr;
-    check("fi_av_open", fi_av_open(domain_.get(), &av_attr, &av, nullptr));
-    av_.reset(av);
-
-    fid_ep* ep = nullptr;
-    check("fi_endpoint", fi_endpoint(domain_.get(), info_.get(), &ep, nullptr));
-    ep_.reset(ep);
-    check("fi_ep_bind(av)", fi_ep_bind(ep_.get(), &av_->fid, 0));
-    check("fi_ep_bind(cq)", fi_ep_bind(ep_.get(), &cq_->fid, FI_TRANSMIT | FI_RECV));
-    check("fi_enable", fi_enable(ep_.get()));
-
-    requests_.resize(pool);
-    for (auto& r : requests_) release(&r);
   }
 
-  std::vector<std::pair<std::string, std::string>> describe() const override {
+  ~RawOfiTransport() override {
+    comms_.clear();  // endpoints and domains before the fabric
+  }
+
+  Facts describe() const override {
     return {{"transport", "raw-ofi"},
             {"provider", info_->fabric_attr->prov_name ? info_->fabric_attr->prov_name : "?"},
             {"fabric", info_->fabric_attr->name ? info_->fabric_attr->name : "?"},
             {"domain", info_->domain_attr->name ? info_->domain_attr->name : "?"},
+            {"operation", write_mode() ? "fi_writedata" : "fi_tsend/fi_trecv"},
             {"mr_local", need_mr_ ? "yes" : "no"}};
   }
 
-  size_t max_message_bytes() const override { return info_->ep_attr->max_msg_size; }
+  std::string label() const override {
+    return std::string("raw-ofi ") +
+           (info_->fabric_attr->prov_name ? info_->fabric_attr->prov_name : "?") +
+           (write_mode() ? " write" : "") + " (" +
+           (info_->domain_attr->name ? info_->domain_attr->name : "?") + ")";
+  }
 
-  void connect(Bootstrap& boot) override {
-    char name[kMaxAddrLen] = {};
-    size_t len = sizeof(name) - 1;  // keep a NUL for FI_ADDR_STR names
-    check("fi_getname", fi_getname(&ep_->fid, name, &len));
-    boot.send(MsgKind::address, name, len);
-    char peer[kMaxAddrLen] = {};
-    size_t peer_len = boot.recv_var(MsgKind::address, peer, sizeof(peer) - 1);
-    (void)peer_len;
-    int n = fi_av_insert(av_.get(), peer, 1, &peer_addr_, 0, nullptr);
-    if (n != 1) {
-      throw PerfError("raw-ofi: fi_av_insert of the peer's address failed (" + std::to_string(n) +
-                      ")");
+  size_t max_message_bytes() const override { return info_->ep_attr->max_msg_size; }
+  int max_recvs() const override { return write_mode() ? 1 : kRawMaxRecvs; }
+
+  void connect(Bootstrap& boot, int comms) override {
+    const size_t n = static_cast<size_t>(comms);
+    comms_.clear();
+    local_recv_regions_.assign(n, RegionInfo{});
+    std::vector<char> names(n * kMaxAddrLen);
+    for (size_t i = 0; i < n; ++i) {
+      comms_.push_back(open_comm());
+      size_t len = kMaxAddrLen - 2;  // two bytes of length in front
+      check("fi_getname", fi_getname(&comms_[i]->ep->fid, &names[i * kMaxAddrLen + 2], &len));
+      names[i * kMaxAddrLen] = static_cast<char>(len & 0xff);
+      names[i * kMaxAddrLen + 1] = static_cast<char>(len >> 8);
+    }
+    boot.send(MsgKind::address, names.data(), names.size());
+    std::vector<char> peer(n * kMaxAddrLen);
+    boot.recv(MsgKind::address, peer.data(), peer.size());
+    for (size_t i = 0; i < n; ++i) {
+      const char* name = &peer[i * kMaxAddrLen];
+      size_t len = static_cast<unsigned char>(name[0]) |
+                   (static_cast<size_t>(static_cast<unsigned char>(name[1])) << 8);
+      if (len == 0 || len > kMaxAddrLen - 2) {
+        throw PerfError("raw-ofi: the peer sent a malformed endpoint name");
+      }
+      int got = fi_av_insert(comms_[i]->av.get(), name + 2, 1, &comms_[i]->peer, 0, nullptr);
+      if (got != 1) {
+        throw PerfError("raw-ofi: fi_av_insert of the peer's address failed (" +
+                        std::to_string(got) + ")");
+      }
     }
   }
 
-  void* register_memory(Direction, void* data, size_t size) override {
-    if (!need_mr_) return nullptr;
+  void* register_memory(int comm, Direction dir, void* data, size_t size) override {
+    RawComm& c = *comms_[static_cast<size_t>(comm)];
+    if (dir == Direction::send) c.send_base = static_cast<char*>(data);
+    bool remote = write_mode() && dir == Direction::recv;
+    if (!need_mr_ && !remote) return nullptr;
     auto mr = std::make_unique<RawMr>();
+    uint64_t access = dir == Direction::send ? FI_SEND | (write_mode() ? FI_WRITE : 0)
+                                             : FI_RECV | (remote ? FI_REMOTE_WRITE : 0);
     fid_mr* raw = nullptr;
-    check("fi_mr_reg", fi_mr_reg(domain_.get(), data, size, FI_SEND | FI_RECV, 0, next_key_++, 0,
-                                 &raw, nullptr));
+    uint64_t requested = c.next_key++;
+    check("fi_mr_reg",
+          fi_mr_reg(c.domain.get(), data, size, access, 0, requested, 0, &raw, nullptr));
     mr->mr.reset(raw);
     mr->desc = fi_mr_desc(raw);
+    mr->base = static_cast<char*>(data);
+    mr->key = prov_key_ ? fi_mr_key(raw) : requested;
+    if (remote) local_recv_regions_[static_cast<size_t>(comm)] = RegionInfo{mr->base, mr->key};
     return mr.release();
   }
 
-  void deregister_memory(Direction, void* handle) noexcept override {
+  void deregister_memory(int, Direction, void* handle) noexcept override {
     delete static_cast<RawMr*>(handle);
   }
 
-  void* post_send(void* data, size_t size, void* mr) override {
-    OfiRequest* r = acquire();
-    if (r == nullptr) return nullptr;
-    r->len = size;
-    ssize_t rc = fi_tsend(ep_.get(), data, size, desc(mr), peer_addr_, kTag, &r->ctx);
-    return posted(r, rc, "fi_tsend");
+  void exchange_regions(Bootstrap& boot) override {
+    if (!write_mode()) return;
+    std::vector<RemoteRegion> mine(comms_.size());
+    for (size_t i = 0; i < comms_.size(); ++i) {
+      const RegionInfo& r = local_recv_regions_[i];
+      mine[i] = RemoteRegion{virt_addr_ ? reinterpret_cast<uint64_t>(r.base) : 0, r.key};
+    }
+    boot.send(MsgKind::address, mine.data(), mine.size() * sizeof(RemoteRegion));
+    std::vector<RemoteRegion> theirs(comms_.size());
+    boot.recv(MsgKind::address, theirs.data(), theirs.size() * sizeof(RemoteRegion));
+    for (size_t i = 0; i < comms_.size(); ++i) comms_[i]->remote = theirs[i];
   }
 
-  void* post_recv(void* data, size_t size, void* mr) override {
-    OfiRequest* r = acquire();
+  void* post_send(int comm, void* data, size_t size, int tag, void* mr) override {
+    RawComm& c = *comms_[static_cast<size_t>(comm)];
+    RawRequest* r = acquire(c, 1);
     if (r == nullptr) return nullptr;
-    r->len = size;
-    ssize_t rc = fi_trecv(ep_.get(), data, size, desc(mr), peer_addr_, kTag, 0, &r->ctx);
-    return posted(r, rc, "fi_trecv");
+    r->sizes[0] = static_cast<int>(size);
+    ssize_t rc;
+    if (write_mode()) {
+      uint64_t offset = static_cast<uint64_t>(static_cast<char*>(data) - c.send_base);
+      rc = fi_writedata(c.ep.get(), data, size, desc(mr), size, c.peer, c.remote.addr + offset,
+                        c.remote.key, &r->ops[0].ctx);
+    } else {
+      rc = fi_tsend(c.ep.get(), data, size, desc(mr), c.peer, kTagBase | static_cast<uint32_t>(tag),
+                    &r->ops[0].ctx);
+    }
+    return posted(c, r, rc, write_mode() ? "fi_writedata" : "fi_tsend");
   }
 
-  bool test(void* request, size_t* size) override {
-    auto* r = static_cast<OfiRequest*>(request);
-    if (!r->done) progress();
-    if (!r->done) return false;
-    *size = r->len;
-    release(r);
+  void* post_recv(int comm, int n, void** data, size_t* sizes, int* tags, void** mrs) override {
+    RawComm& c = *comms_[static_cast<size_t>(comm)];
+    if (n < 1 || n > max_recvs()) {
+      throw PerfError("raw-ofi: a receive group of " + std::to_string(n) + " (at most " +
+                      std::to_string(max_recvs()) + ")");
+    }
+    RawRequest* r = acquire(c, n);
+    if (r == nullptr) return nullptr;
+    if (write_mode()) {
+      if (!c.arrived.empty()) {
+        r->sizes[0] = c.arrived.pop();
+        r->pending = 0;
+      } else {
+        c.waiting.push(r);
+      }
+      return r;
+    }
+    for (int i = 0; i < n; ++i) {
+      r->sizes[i] = static_cast<int>(sizes[i]);
+      ssize_t rc = fi_trecv(c.ep.get(), data[i], sizes[i], desc(mrs[i]), c.peer,
+                            kTagBase | static_cast<uint32_t>(tags[i]), 0, &r->ops[i].ctx);
+      if (rc != 0 && i > 0) {
+        // Part of the group is posted and cannot be withdrawn cheaply: the
+        // pool is sized so that this does not happen; treat it as fatal.
+        check("fi_trecv (grouped)", rc);
+      }
+      if (rc != 0) return posted(c, r, rc, "fi_trecv");
+    }
+    return r;
+  }
+
+  bool test(int comm, void* request, int* sizes) override {
+    RawComm& c = *comms_[static_cast<size_t>(comm)];
+    auto* r = static_cast<RawRequest*>(request);
+    if (r->pending != 0) progress(c);
+    if (r->pending != 0) return false;
+    for (int i = 0; i < r->n; ++i) sizes[i] = r->sizes[i];
+    release(c, r);
     return true;
   }
 
  private:
+  struct RegionInfo {
+    char* base = nullptr;
+    uint64_t key = 0;
+  };
+
+  bool write_mode() const { return opts_.raw_op == RawOp::write; }
   static void* desc(void* mr) { return mr != nullptr ? static_cast<RawMr*>(mr)->desc : nullptr; }
 
   void check(const char* what, ssize_t rc) const {
-    if (rc != 0) throw PerfError("raw-ofi " + opts_.raw_provider + ": " + fi_error(what, rc));
+    if (rc != 0) throw PerfError("raw-ofi " + provider_ + ": " + fi_error(what, rc));
   }
 
-  OfiRequest* acquire() {
-    OfiRequest* r = free_;
+  std::unique_ptr<RawComm> open_comm() {
+    auto c = std::make_unique<RawComm>();
+    fid_domain* domain = nullptr;
+    check("fi_domain", fi_domain(fabric_.get(), info_.get(), &domain, nullptr));
+    c->domain.reset(domain);
+    // Room for every request we may have outstanding, both directions.
+    size_t pool = 2 * static_cast<size_t>(opts_.depth) + 16;
+    fi_cq_attr cq_attr{};
+    cq_attr.format = FI_CQ_FORMAT_TAGGED;
+    cq_attr.wait_obj = FI_WAIT_NONE;
+    cq_attr.size = pool * kRawMaxRecvs;
+    fid_cq* cq = nullptr;
+    check("fi_cq_open", fi_cq_open(c->domain.get(), &cq_attr, &cq, nullptr));
+    c->cq.reset(cq);
+    fi_av_attr av_attr{};
+    av_attr.type = FI_AV_TABLE;
+    av_attr.count = 4;
+    fid_av* av = nullptr;
+    check("fi_av_open", fi_av_open(c->domain.get(), &av_attr, &av, nullptr));
+    c->av.reset(av);
+    fid_ep* ep = nullptr;
+    check("fi_endpoint", fi_endpoint(c->domain.get(), info_.get(), &ep, nullptr));
+    c->ep.reset(ep);
+    check("fi_ep_bind(av)", fi_ep_bind(c->ep.get(), &c->av->fid, 0));
+    check("fi_ep_bind(cq)", fi_ep_bind(c->ep.get(), &c->cq->fid, FI_TRANSMIT | FI_RECV));
+    check("fi_enable", fi_enable(c->ep.get()));
+    c->requests.resize(pool);
+    for (auto& r : c->requests) {
+      for (int i = 0; i < kRawMaxRecvs; ++i) r.ops[i] = SubOp{{}, &r, i};
+      release(*c, &r);
+    }
+    c->waiting.reset(pool);
+    c->arrived.reset(pool);
+    return c;
+  }
+
+  static RawRequest* acquire(RawComm& c, int n) {
+    RawRequest* r = c.free;
     if (r != nullptr) {
-      free_ = r->next_free;
-      r->done = false;
+      c.free = r->next_free;
+      r->n = n;
+      r->pending = n;
     }
     return r;
   }
-  void release(OfiRequest* r) {
-    r->next_free = free_;
-    free_ = r;
+  static void release(RawComm& c, RawRequest* r) {
+    r->next_free = c.free;
+    c.free = r;
   }
 
-  void* posted(OfiRequest* r, ssize_t rc, const char* what) {
+  void* posted(RawComm& c, RawRequest* r, ssize_t rc, const char* what) {
     if (rc == 0) return r;
-    release(r);
+    release(c, r);
     if (rc == -FI_EAGAIN) {
-      progress();  // the provider needs progress to free its queue
+      progress(c);  // the provider needs progress to free its queue
       return nullptr;
     }
     check(what, rc);
     return nullptr;
   }
 
-  void progress() {
+  void progress(RawComm& c) {
     fi_cq_tagged_entry entries[kCqBatch];
     for (;;) {
-      ssize_t n = fi_cq_read(cq_.get(), entries, kCqBatch);
+      ssize_t n = fi_cq_read(c.cq.get(), entries, kCqBatch);
       if (n == -FI_EAGAIN) return;
-      if (n == -FI_EAVAIL) report_cq_error();
+      if (n == -FI_EAVAIL) report_cq_error(c);
       if (n < 0) check("fi_cq_read", n);
-      for (ssize_t i = 0; i < n; ++i) {
-        auto* r = static_cast<OfiRequest*>(entries[i].op_context);
-        r->done = true;
-        if ((entries[i].flags & FI_RECV) != 0) r->len = entries[i].len;
-      }
+      for (ssize_t i = 0; i < n; ++i) complete(c, entries[i]);
       if (static_cast<size_t>(n) < kCqBatch) return;
     }
   }
 
-  [[noreturn]] void report_cq_error() {
+  static void complete(RawComm& c, const fi_cq_tagged_entry& e) {
+    if ((e.flags & FI_REMOTE_CQ_DATA) != 0 && (e.flags & FI_RECV) == 0) {
+      // A peer's write landed: it completes our oldest waiting receive.
+      int size = static_cast<int>(e.data);
+      if (c.waiting.empty()) {
+        c.arrived.push(size);
+      } else {
+        RawRequest* r = c.waiting.pop();
+        r->sizes[0] = size;
+        r->pending = 0;
+      }
+      return;
+    }
+    auto* op = static_cast<SubOp*>(e.op_context);
+    RawRequest* r = op->owner;
+    if ((e.flags & FI_RECV) != 0) r->sizes[op->index] = static_cast<int>(e.len);
+    --r->pending;
+  }
+
+  [[noreturn]] void report_cq_error(RawComm& c) {
     fi_cq_err_entry err{};
-    ssize_t rc = fi_cq_readerr(cq_.get(), &err, 0);
+    ssize_t rc = fi_cq_readerr(c.cq.get(), &err, 0);
     if (rc < 0) check("fi_cq_readerr", rc);
-    const char* detail = fi_cq_strerror(cq_.get(), err.prov_errno, err.err_data, nullptr, 0);
-    throw PerfError("raw-ofi " + opts_.raw_provider + ": operation failed: " +
-                    fi_strerror(err.err) + " (" + (detail ? detail : "") + ")" +
+    const char* detail = fi_cq_strerror(c.cq.get(), err.prov_errno, err.err_data, nullptr, 0);
+    throw PerfError("raw-ofi " + provider_ + ": operation failed: " + fi_strerror(err.err) + " (" +
+                    (detail ? detail : "") + ")" +
                     (err.err == FI_ETRUNC ? ": message larger than the posted receive"
                                           : ": the peer may have died"));
   }
 
   const Options& opts_;
+  std::string provider_;
   InfoPtr info_;
   FidPtr<fid_fabric> fabric_;
-  FidPtr<fid_domain> domain_;
-  FidPtr<fid_cq> cq_;
-  FidPtr<fid_av> av_;
-  FidPtr<fid_ep> ep_;  // closed first: declared last
-  fi_addr_t peer_addr_ = FI_ADDR_UNSPEC;
   bool need_mr_ = false;
-  uint64_t next_key_ = 1;
-  std::vector<OfiRequest> requests_;
-  OfiRequest* free_ = nullptr;
+  bool prov_key_ = false;
+  bool virt_addr_ = false;
+  std::vector<RegionInfo> local_recv_regions_;
+  std::vector<std::unique_ptr<RawComm>> comms_;
 };
 
 }  // namespace

@@ -3,26 +3,30 @@
 namespace weft::perf {
 namespace {
 
+bool same_step(const SizeResult& a, const SizeResult& b) {
+  return a.test == b.test && a.size == b.size && a.group == b.group;
+}
+
 class TableReporter final : public Reporter {
  public:
-  explicit TableReporter(FILE* out) : out_(out) {}
-  void begin(const Facts& facts) override {
-    fprintf(out_, "# weft-perf");
+  TableReporter(FILE* out, const Options& opts) : out_(out), checked_(opts.check) {}
+  void begin_run(const std::string& label, const Facts& facts) override {
+    fprintf(out_, "%s# weft-perf run %d: %s\n#", runs_ == 0 ? "" : "#\n", runs_ + 1, label.c_str());
     for (const auto& [k, v] : facts) fprintf(out_, "  %s: %s", k.c_str(), v.c_str());
     fprintf(out_, "\n");
+    ++runs_;
     fflush(out_);
   }
   void section(const Pattern& pattern, const Options& opts) override {
-    latency_ = std::string(pattern.name()) == "latency";
-    checked_ = opts.check;
-    fprintf(out_, "#\n# %s", pattern.title());
-    if (!latency_) fprintf(out_, ", %d requests in flight", opts.depth);
-    fprintf(out_, "\n");
+    latency_ = pattern.kind() == TestKind::latency;
+    grouped_ = pattern.kind() == TestKind::grouped;
+    fprintf(out_, "#\n# %s\n", pattern.title(opts).c_str());
     if (latency_) {
       fprintf(out_, "# %12s %9s %11s %11s %11s %11s %11s\n", "size(B)", "count", "min(us)",
               "median(us)", "avg(us)", "p99(us)", "bw(GB/s)");
     } else {
-      fprintf(out_, "# %12s %9s %11s %11s\n", "size(B)", "count", "time(us)", "bw(GB/s)");
+      fprintf(out_, "# %12s %4s %9s %11s %11s %11s\n", "size(B)", grouped_ ? "n" : "", "count",
+              "time(us)", "bw(GB/s)", "Mmsg/s");
     }
     fflush(out_);
   }
@@ -31,7 +35,24 @@ class TableReporter final : public Reporter {
       fprintf(out_, "  %12zu %9d %11.2f %11.2f %11.2f %11.2f %11.3f\n", r.size, r.count, r.min_us,
               r.median_us, r.avg_us, r.p99_us, r.gbps);
     } else {
-      fprintf(out_, "  %12zu %9d %11.2f %11.3f\n", r.size, r.count, r.time_us, r.gbps);
+      std::string n = r.group > 0 ? std::to_string(r.group) : "";
+      fprintf(out_, "  %12zu %4s %9d %11.2f %11.3f %11.4f\n", r.size, n.c_str(), r.count, r.time_us,
+              r.gbps, r.mmsgs);
+    }
+    fflush(out_);
+  }
+  void end_run() override {}
+  void comparison(const RunResult& plugin, const RunResult& raw) override {
+    fprintf(out_, "#\n# comparison: %s / %s (ratio = plugin / raw; latency: median)\n",
+            plugin.label.c_str(), raw.label.c_str());
+    fprintf(out_, "# %-8s %12s %4s %12s %12s %8s %s\n", "test", "size(B)", "n", "plugin", "raw",
+            "ratio", "unit");
+    for (const Ratio& q : compare_runs(plugin, raw)) {
+      std::string n = q.group > 0 ? std::to_string(q.group) : "";
+      fprintf(out_, "  %-8s %12zu %4s %12.3f %12.3f %8.3f %s", q.test.c_str(), q.size, n.c_str(),
+              q.plugin, q.raw, q.ratio, q.unit);
+      if (q.test == "latency") fprintf(out_, "  (%+.2f us)", q.plugin - q.raw);
+      fprintf(out_, "\n");
     }
     fflush(out_);
   }
@@ -42,34 +63,63 @@ class TableReporter final : public Reporter {
 
  private:
   FILE* out_;
+  bool checked_;
+  int runs_ = 0;
   bool latency_ = false;
-  bool checked_ = true;
+  bool grouped_ = false;
 };
 
 class CsvReporter final : public Reporter {
  public:
   explicit CsvReporter(FILE* out) : out_(out) {}
-  void begin(const Facts& facts) override {
-    fprintf(out_, "#");
+  void begin_run(const std::string& label, const Facts& facts) override {
+    label_ = label;
+    fprintf(out_, "# label=%s", label.c_str());
     for (const auto& [k, v] : facts) fprintf(out_, " %s=%s", k.c_str(), v.c_str());
-    fprintf(out_, "\ntest,size,count,time_us,bw_gbps,min_us,median_us,avg_us,p99_us\n");
+    fprintf(out_, "\n");
+    if (!header_) {
+      fprintf(out_,
+              "label,test,size,group,count,time_us,bw_gbps,mmsgs,min_us,median_us,avg_us,p99_us\n");
+      header_ = true;
+    }
     fflush(out_);
   }
   void section(const Pattern&, const Options&) override {}
   void row(const SizeResult& r) override {
+    std::string group = r.group > 0 ? std::to_string(r.group) : "";
+    fprintf(out_, "%s,%s,%zu,%s,%d,%.3f,%.4f,", csv_field(label_).c_str(), r.test.c_str(), r.size,
+            group.c_str(), r.count, r.time_us, r.gbps);
     if (r.has_latency) {
-      fprintf(out_, "%s,%zu,%d,%.3f,%.4f,%.3f,%.3f,%.3f,%.3f\n", r.test.c_str(), r.size, r.count,
-              r.time_us, r.gbps, r.min_us, r.median_us, r.avg_us, r.p99_us);
+      fprintf(out_, ",%.3f,%.3f,%.3f,%.3f\n", r.min_us, r.median_us, r.avg_us, r.p99_us);
     } else {
-      fprintf(out_, "%s,%zu,%d,%.3f,%.4f,,,,\n", r.test.c_str(), r.size, r.count, r.time_us,
-              r.gbps);
+      fprintf(out_, "%.5f,,,,\n", r.mmsgs);
+    }
+    fflush(out_);
+  }
+  void end_run() override {}
+  // Comment lines, so the data rows keep one shape.
+  void comparison(const RunResult& plugin, const RunResult& raw) override {
+    fprintf(out_, "# comparison,test,size,group,plugin,raw,ratio,unit\n");
+    for (const Ratio& q : compare_runs(plugin, raw)) {
+      std::string n = q.group > 0 ? std::to_string(q.group) : "";
+      fprintf(out_, "# comparison,%s,%zu,%s,%.4f,%.4f,%.4f,%s\n", q.test.c_str(), q.size, n.c_str(),
+              q.plugin, q.raw, q.ratio, q.unit);
     }
     fflush(out_);
   }
   void end() override {}
 
  private:
+  static std::string csv_field(const std::string& s) {
+    if (s.find_first_of(",\"\n") == std::string::npos) return s;
+    std::string out = "\"";
+    for (char c : s) out += c == '"' ? std::string("\"\"") : std::string(1, c);
+    return out + "\"";
+  }
+
   FILE* out_;
+  std::string label_;
+  bool header_ = false;
 };
 
 std::string json_string(const std::string& s) {
@@ -108,40 +158,91 @@ std::string json_value(const std::string& v) {
 class JsonReporter final : public Reporter {
  public:
   explicit JsonReporter(FILE* out) : out_(out) {}
-  void begin(const Facts& facts) override { facts_ = facts; }
+  void begin_run(const std::string& label, const Facts& facts) override {
+    runs_.push_back(RunResult{label, facts, {}});
+  }
   void section(const Pattern&, const Options&) override {}
-  void row(const SizeResult& r) override { rows_.push_back(r); }
+  void row(const SizeResult& r) override { runs_.back().rows.push_back(r); }
+  void end_run() override {}
+  void comparison(const RunResult& plugin, const RunResult& raw) override {
+    ratios_ = compare_runs(plugin, raw);
+  }
   void end() override {
-    fprintf(out_, "{\n  \"tool\": \"weft-perf\"");
-    for (const auto& [k, v] : facts_) {
-      fprintf(out_, ",\n  %s: %s", json_string(k).c_str(), json_value(v).c_str());
-    }
-    fprintf(out_, ",\n  \"results\": [");
-    for (size_t i = 0; i < rows_.size(); ++i) {
-      const SizeResult& r = rows_[i];
-      fprintf(out_,
-              "%s\n    {\"test\": %s, \"size\": %zu, \"count\": %d, \"time_us\": %.3f, "
-              "\"bw_gbps\": %.4f",
-              i == 0 ? "" : ",", json_string(r.test).c_str(), r.size, r.count, r.time_us, r.gbps);
-      if (r.has_latency) {
-        fprintf(out_, ", \"min_us\": %.3f, \"median_us\": %.3f, \"avg_us\": %.3f, \"p99_us\": %.3f",
-                r.min_us, r.median_us, r.avg_us, r.p99_us);
+    fprintf(out_, "{\n  \"tool\": \"weft-perf\",\n  \"format\": 2,\n  \"runs\": [");
+    for (size_t i = 0; i < runs_.size(); ++i) write_run(runs_[i], i == 0);
+    fprintf(out_, "\n  ]");
+    if (!ratios_.empty()) {
+      fprintf(out_, ",\n  \"comparison\": [");
+      for (size_t i = 0; i < ratios_.size(); ++i) {
+        const Ratio& q = ratios_[i];
+        fprintf(out_,
+                "%s\n    {\"test\": %s, \"size\": %zu, \"group\": %d, \"plugin\": %.4f, \"raw\": "
+                "%.4f, \"ratio\": %.4f, \"unit\": %s}",
+                i == 0 ? "" : ",", json_string(q.test).c_str(), q.size, q.group, q.plugin, q.raw,
+                q.ratio, json_string(q.unit).c_str());
       }
-      fprintf(out_, "}");
+      fprintf(out_, "\n  ]");
     }
-    fprintf(out_, "\n  ]\n}\n");
+    fprintf(out_, "\n}\n");
     fflush(out_);
   }
 
  private:
+  void write_run(const RunResult& run, bool first) {
+    fprintf(out_, "%s\n    {\"label\": %s", first ? "" : ",", json_string(run.label).c_str());
+    for (const auto& [k, v] : run.facts) {
+      fprintf(out_, ", %s: %s", json_string(k).c_str(), json_value(v).c_str());
+    }
+    fprintf(out_, ",\n     \"results\": [");
+    for (size_t i = 0; i < run.rows.size(); ++i) {
+      const SizeResult& r = run.rows[i];
+      fprintf(out_,
+              "%s\n       {\"test\": %s, \"size\": %zu, \"count\": %d, \"time_us\": %.3f, "
+              "\"bw_gbps\": %.4f",
+              i == 0 ? "" : ",", json_string(r.test).c_str(), r.size, r.count, r.time_us, r.gbps);
+      if (r.group > 0) fprintf(out_, ", \"group\": %d", r.group);
+      if (r.has_latency) {
+        fprintf(out_, ", \"min_us\": %.3f, \"median_us\": %.3f, \"avg_us\": %.3f, \"p99_us\": %.3f",
+                r.min_us, r.median_us, r.avg_us, r.p99_us);
+      } else {
+        fprintf(out_, ", \"mmsgs\": %.5f", r.mmsgs);
+      }
+      fprintf(out_, "}");
+    }
+    fprintf(out_, "\n     ]}");
+  }
+
   FILE* out_;
-  Facts facts_;
-  std::vector<SizeResult> rows_;
+  std::vector<RunResult> runs_;
+  std::vector<Ratio> ratios_;
 };
 
 }  // namespace
 
-std::unique_ptr<Reporter> make_reporter(OutputFormat format, FILE* out) {
+std::vector<Ratio> compare_runs(const RunResult& plugin, const RunResult& raw) {
+  std::vector<Ratio> out;
+  for (const SizeResult& p : plugin.rows) {
+    for (const SizeResult& r : raw.rows) {
+      if (!same_step(p, r)) continue;
+      Ratio q{p.test, p.size, p.group, "GB/s", p.gbps, r.gbps, 0};
+      if (p.test == "latency") {
+        q.unit = "us";
+        q.plugin = p.median_us;
+        q.raw = r.median_us;
+      } else if (p.test == "rate") {
+        q.unit = "Mmsg/s";
+        q.plugin = p.mmsgs;
+        q.raw = r.mmsgs;
+      }
+      q.ratio = q.raw > 0 ? q.plugin / q.raw : 0;
+      out.push_back(q);
+      break;
+    }
+  }
+  return out;
+}
+
+std::unique_ptr<Reporter> make_reporter(OutputFormat format, FILE* out, const Options& opts) {
   switch (format) {
     case OutputFormat::csv:
       return std::make_unique<CsvReporter>(out);
@@ -150,7 +251,7 @@ std::unique_ptr<Reporter> make_reporter(OutputFormat format, FILE* out) {
     case OutputFormat::table:
       break;
   }
-  return std::make_unique<TableReporter>(out);
+  return std::make_unique<TableReporter>(out, opts);
 }
 
 }  // namespace weft::perf

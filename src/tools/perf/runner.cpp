@@ -1,5 +1,6 @@
 #include "runner.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <memory>
@@ -10,13 +11,14 @@
 #include "pattern.h"
 #include "progress_watch.h"
 #include "report.h"
+#include "thread_team.h"
 #include "transport.h"
 
 namespace weft::perf {
 namespace {
 
 constexpr uint64_t kMagic = 0x77656674'70657266ull;  // "weftperf"
-constexpr uint32_t kProtocol = 1;
+constexpr uint32_t kProtocol = 2;
 
 struct Hello {
   uint64_t magic;
@@ -26,9 +28,11 @@ struct Hello {
 
 // Rank 0's test parameters; rank 1 adopts them.
 struct WireConfig {
-  uint64_t min_bytes, max_bytes, iter_bytes, buffer_bytes;
+  uint64_t min_bytes, max_bytes, iter_bytes, buffer_bytes, rate_max_bytes;
   double step_factor;
-  int32_t iters, warmup, depth, check, run_latency, run_bw;
+  int32_t iters, warmup, depth, check, comms, threads, group, raw_op;
+  uint32_t tests;  // bit per TestKind
+  char vs_raw[64];
 };
 
 void agree(int rank, Bootstrap& boot, Options& opts) {
@@ -36,16 +40,35 @@ void agree(int rank, Bootstrap& boot, Options& opts) {
   boot.send_pod(MsgKind::hello, mine);
   auto theirs = boot.recv_pod<Hello>(MsgKind::hello);
   if (theirs.magic != kMagic || theirs.protocol != kProtocol) {
-    throw PerfError("peer " + boot.peer() + " does not speak this weft-perf protocol");
+    throw PerfError("peer " + boot.peer() + " does not speak this weft-perf protocol (version " +
+                    std::to_string(theirs.protocol) + ", this side " + std::to_string(kProtocol) +
+                    ")");
   }
   if (theirs.raw != mine.raw) {
     throw PerfError(std::string("this side uses ") + (mine.raw ? "--raw-ofi" : "a plugin") +
                     " but the peer uses " + (theirs.raw ? "--raw-ofi" : "a plugin"));
   }
   if (rank == 0) {
-    WireConfig c{opts.min_bytes,   opts.max_bytes,   opts.iter_bytes, opts.buffer_bytes,
-                 opts.step_factor, opts.iters,       opts.warmup,     opts.depth,
-                 opts.check,       opts.run_latency, opts.run_bw};
+    WireConfig c{};
+    c.min_bytes = opts.min_bytes;
+    c.max_bytes = opts.max_bytes;
+    c.iter_bytes = opts.iter_bytes;
+    c.buffer_bytes = opts.buffer_bytes;
+    c.rate_max_bytes = opts.rate_max_bytes;
+    c.step_factor = opts.step_factor;
+    c.iters = opts.iters;
+    c.warmup = opts.warmup;
+    c.depth = opts.depth;
+    c.check = opts.check;
+    c.comms = opts.comms;
+    c.threads = opts.threads;
+    c.group = opts.group;
+    c.raw_op = static_cast<int32_t>(opts.raw_op);
+    for (TestKind t : opts.tests) c.tests |= 1u << static_cast<unsigned>(t);
+    if (opts.vs_raw_provider.size() >= sizeof(c.vs_raw)) {
+      throw UsageError("--vs-raw provider name too long");
+    }
+    memcpy(c.vs_raw, opts.vs_raw_provider.data(), opts.vs_raw_provider.size());
     boot.send_pod(MsgKind::config, c);
   } else {
     auto c = boot.recv_pod<WireConfig>(MsgKind::config);
@@ -53,58 +76,120 @@ void agree(int rank, Bootstrap& boot, Options& opts) {
     opts.max_bytes = c.max_bytes;
     opts.iter_bytes = c.iter_bytes;
     opts.buffer_bytes = c.buffer_bytes;
+    opts.rate_max_bytes = c.rate_max_bytes;
     opts.step_factor = c.step_factor;
     opts.iters = c.iters;
     opts.warmup = c.warmup;
     opts.depth = c.depth;
     opts.check = c.check != 0;
-    opts.run_latency = c.run_latency != 0;
-    opts.run_bw = c.run_bw != 0;
+    opts.comms = c.comms;
+    opts.threads = c.threads;
+    opts.group = c.group;
+    opts.raw_op = static_cast<RawOp>(c.raw_op);
+    opts.tests.clear();
+    for (TestKind t : kAllTests) {
+      if ((c.tests & (1u << static_cast<unsigned>(t))) != 0) opts.tests.push_back(t);
+    }
+    c.vs_raw[sizeof(c.vs_raw) - 1] = '\0';
+    opts.vs_raw_provider = c.vs_raw;
   }
+}
+
+// Both ranks must use the same group sizes: take the smaller maxRecvs.
+int agreed_max_recvs(Bootstrap& boot, const Transport& t) {
+  int32_t mine = t.max_recvs();
+  boot.send_pod(MsgKind::config, mine);
+  return std::min(mine, boot.recv_pod<int32_t>(MsgKind::config));
+}
+
+// One sweep of every selected test over one transport.
+RunResult measure(int rank, Bootstrap& boot, const Options& opts, Transport& transport,
+                  Reporter* reporter) {
+  std::vector<size_t> sizes = size_sweep(opts.min_bytes, opts.max_bytes, opts.step_factor);
+  if (opts.max_bytes > transport.max_message_bytes()) {
+    throw PerfError("--max-bytes " + std::to_string(opts.max_bytes) +
+                    " exceeds the transport's largest message (" +
+                    std::to_string(transport.max_message_bytes()) + " bytes)");
+  }
+  transport.connect(boot, opts.comms);
+  const int max_recvs = agreed_max_recvs(boot, transport);
+  if (opts.runs(TestKind::grouped) && opts.group > max_recvs) {
+    throw PerfError("--group " + std::to_string(opts.group) + " exceeds maxRecvs " +
+                    std::to_string(max_recvs) + " of " + transport.label());
+  }
+
+  // Declared after the transport: deregistered before it closes.
+  std::vector<std::unique_ptr<MessageBuffers>> buffers;
+  for (int c = 0; c < opts.comms; ++c) {
+    buffers.push_back(std::make_unique<MessageBuffers>(transport, c, opts, sizes));
+  }
+  transport.exchange_regions(boot);
+  ThreadTeam team(opts.threads);
+  ProgressWatch watch(&boot, opts.timeout_s, &team.abort_flag());
+  PatternContext ctx{transport, boot, opts, buffers, watch, team, rank};
+
+  RunResult run;
+  run.label = transport.label();
+  run.facts = transport.describe();
+  run.facts.emplace_back("depth", std::to_string(opts.depth));
+  run.facts.emplace_back("comms", std::to_string(opts.comms));
+  run.facts.emplace_back("threads", std::to_string(opts.threads));
+  run.facts.emplace_back("check", opts.check ? "on" : "off");
+  if (reporter) reporter->begin_run(run.label, run.facts);
+
+  // The step count for progress lines.
+  size_t total = 0;
+  std::vector<std::unique_ptr<Pattern>> patterns;
+  for (TestKind t : opts.tests) {
+    patterns.push_back(make_pattern(t));
+    for (size_t s : sizes) {
+      if (patterns.back()->wants(opts, s)) total += patterns.back()->groups(opts, max_recvs).size();
+    }
+  }
+  size_t step = 0;
+  for (auto& pattern : patterns) {
+    if (reporter) reporter->section(*pattern, opts);
+    for (int group : pattern->groups(opts, max_recvs)) {
+      for (size_t size : sizes) {
+        if (!pattern->wants(opts, size)) continue;
+        ++step;
+        // Large steps take seconds: say what is running.
+        if (rank == 0 && !opts.quiet && size >= (size_t{1} << 20)) {
+          fprintf(stderr, "# [%zu/%zu] %s %s%s x %d ...\n", step, total, pattern->name(),
+                  format_size(size).c_str(),
+                  group > 0 ? (" n=" + std::to_string(group)).c_str() : "",
+                  timed_iterations(opts, size));
+        }
+        SizeResult r = pattern->run(ctx, size, group);
+        if (reporter) reporter->row(r);
+        run.rows.push_back(r);
+      }
+    }
+  }
+  if (reporter) reporter->end_run();
+  return run;
 }
 
 void run(int rank, Bootstrap& boot, Options& opts) {
   agree(rank, boot, opts);
-  std::unique_ptr<Transport> transport =
-      opts.raw() ? make_raw_ofi_transport(opts) : make_plugin_transport(opts);
-  std::vector<size_t> sizes = size_sweep(opts.min_bytes, opts.max_bytes, opts.step_factor);
-  if (opts.max_bytes > transport->max_message_bytes()) {
-    throw PerfError("--max-bytes " + std::to_string(opts.max_bytes) +
-                    " exceeds the transport's largest message (" +
-                    std::to_string(transport->max_message_bytes()) + " bytes)");
-  }
-  transport->connect(boot);
-
-  // Declared after the transport: deregistered before it closes.
-  MessageBuffers buffers(*transport, opts, sizes);
-  ProgressWatch watch(boot, opts.timeout_s);
-  PatternContext ctx{*transport, boot, opts, buffers, watch, rank};
-
-  std::vector<std::unique_ptr<Pattern>> patterns;
-  if (opts.run_latency) patterns.push_back(make_latency_pattern());
-  if (opts.run_bw) patterns.push_back(make_bandwidth_pattern());
-
   std::unique_ptr<Reporter> reporter;
-  if (rank == 0) {
-    Facts facts = transport->describe();
-    facts.emplace_back("depth", std::to_string(opts.depth));
-    facts.emplace_back("check", opts.check ? "on" : "off");
-    reporter = make_reporter(opts.format, stdout);
-    reporter->begin(facts);
+  if (rank == 0) reporter = make_reporter(opts.format, stdout, opts);
+  Reporter* rep = reporter.get();
+
+  std::vector<RunResult> runs;
+  {
+    std::unique_ptr<Transport> transport =
+        opts.raw() ? make_raw_ofi_transport(opts) : make_plugin_transport(opts);
+    runs.push_back(measure(rank, boot, opts, *transport, rep));
   }
-  for (auto& pattern : patterns) {
-    if (reporter) reporter->section(*pattern, opts);
-    for (size_t size : sizes) {
-      // Large steps take seconds: say what is running.
-      if (rank == 0 && !opts.quiet && size >= (size_t{4} << 20)) {
-        fprintf(stderr, "# %s %s x %d ...\n", pattern->name(), format_size(size).c_str(),
-                timed_iterations(opts, size));
-      }
-      SizeResult r = pattern->run(ctx, size);
-      if (reporter) reporter->row(r);
-    }
+  if (!opts.vs_raw_provider.empty()) {
+    std::unique_ptr<Transport> raw = make_raw_ofi_transport(opts);
+    runs.push_back(measure(rank, boot, opts, *raw, rep));
   }
-  if (reporter) reporter->end();
+  if (rep) {
+    if (runs.size() == 2) rep->comparison(runs[0], runs[1]);
+    rep->end();
+  }
   uint32_t bye = 0;
   boot.send_pod(MsgKind::bye, bye);
   boot.recv_pod<uint32_t>(MsgKind::bye);

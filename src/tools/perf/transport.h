@@ -1,7 +1,12 @@
 // Transport: what a test pattern needs from the thing being measured. Two
 // implementations: an ncclNet plugin driven through NetClient, and raw
-// libfabric tagged messaging (the provider ceiling). Patterns are written
-// once against this interface.
+// libfabric (the provider ceiling). Patterns are written once against this
+// interface.
+//
+// A "comm" is one bidirectional channel to the peer (a send comm plus a
+// recv comm for a plugin; an endpoint of its own for raw libfabric). Each
+// comm is driven by one thread at a time; different comms may be driven by
+// different threads at once, as NCCL's proxy threads do.
 #pragma once
 
 #include <cstddef>
@@ -17,47 +22,66 @@ struct Options;
 
 enum class Direction { send, recv };
 
+using Facts = std::vector<std::pair<std::string, std::string>>;
+
+// Largest receive group weft-perf posts (--group's bound).
+inline constexpr int kMaxGroup = 64;
+
 class Transport {
  public:
   virtual ~Transport() = default;
 
   // Key/value facts for the report header (plugin path, ABI, device...).
-  virtual std::vector<std::pair<std::string, std::string>> describe() const = 0;
+  virtual Facts describe() const = 0;
+  // Short name for a result line or plot legend, e.g. "weft (tcp;ofi_rxm)".
+  virtual std::string label() const = 0;
   // Largest message the transport accepts.
   virtual size_t max_message_bytes() const = 0;
+  // Largest receive group (ncclNet maxRecvs); 1 where grouping is unsupported.
+  virtual int max_recvs() const = 0;
 
-  // Sets up one send and one receive channel with the peer.
-  virtual void connect(Bootstrap& boot) = 0;
+  // Sets up `comms` channels with the peer.
+  virtual void connect(Bootstrap& boot, int comms) = 0;
 
-  // Returns an opaque handle for post_*; the region is used for `dir` only.
-  virtual void* register_memory(Direction dir, void* data, size_t size) = 0;
-  virtual void deregister_memory(Direction dir, void* handle) noexcept = 0;
+  // Returns an opaque handle for post_*; the region is used for `dir` on
+  // `comm` only. Each comm registers one region per direction.
+  virtual void* register_memory(int comm, Direction dir, void* data, size_t size) = 0;
+  virtual void deregister_memory(int comm, Direction dir, void* handle) noexcept = 0;
+  // Called once after every comm registered its regions (raw RMA mode
+  // exchanges receive-region addresses and keys here).
+  virtual void exchange_regions(Bootstrap&) {}
 
   // Hot path. nullptr: no resources right now, call again later (after
   // testing outstanding requests). Errors throw PerfError.
-  virtual void* post_send(void* data, size_t size, void* mr) = 0;
-  virtual void* post_recv(void* data, size_t size, void* mr) = 0;
-  // True once complete (the request is then released); *size = bytes moved.
-  virtual bool test(void* request, size_t* size) = 0;
+  virtual void* post_send(int comm, void* data, size_t size, int tag, void* mr) = 0;
+  // n receives completed as one request (ncclNet grouped irecv), n <= max_recvs().
+  virtual void* post_recv(int comm, int n, void** data, size_t* sizes, int* tags, void** mrs) = 0;
+  // True once complete (the request is then released); sizes[i] = bytes of
+  // receive i (one entry for a send), as ncclNet's test() reports them.
+  virtual bool test(int comm, void* request, int* sizes) = 0;
 };
 
 // A registration released on scope exit (before the transport closes).
 class MemoryRegion {
  public:
   MemoryRegion() = default;
-  MemoryRegion(Transport& t, Direction dir, void* data, size_t size)
-      : transport_(&t), dir_(dir), handle_(t.register_memory(dir, data, size)) {}
+  MemoryRegion(Transport& t, int comm, Direction dir, void* data, size_t size)
+      : transport_(&t), comm_(comm), dir_(dir), handle_(t.register_memory(comm, dir, data, size)) {}
   MemoryRegion(MemoryRegion&& o) noexcept
-      : transport_(std::exchange(o.transport_, nullptr)), dir_(o.dir_), handle_(o.handle_) {}
+      : transport_(std::exchange(o.transport_, nullptr)),
+        comm_(o.comm_),
+        dir_(o.dir_),
+        handle_(o.handle_) {}
   MemoryRegion& operator=(MemoryRegion&&) = delete;
   MemoryRegion(const MemoryRegion&) = delete;
   ~MemoryRegion() {
-    if (transport_ != nullptr) transport_->deregister_memory(dir_, handle_);
+    if (transport_ != nullptr) transport_->deregister_memory(comm_, dir_, handle_);
   }
   void* handle() const { return handle_; }
 
  private:
   Transport* transport_ = nullptr;
+  int comm_ = 0;
   Direction dir_ = Direction::send;
   void* handle_ = nullptr;
 };

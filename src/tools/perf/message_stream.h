@@ -1,0 +1,68 @@
+// One direction of traffic on one comm, the way NCCL's proxy drives it:
+// keep up to `depth` requests posted, test the oldest, post again as they
+// finish. A NULL request from the transport means "no resources now": keep
+// testing and post later. step() never blocks, so one thread can drive the
+// streams of several comms.
+#pragma once
+
+#include <cstddef>
+#include <vector>
+
+#include "message_buffers.h"
+#include "transport.h"
+
+namespace weft::perf {
+
+struct StreamSpec {
+  const char* test;  // for error messages
+  size_t size = 0;
+  size_t slots = 1;  // message m uses slot m % slots
+  int messages = 0;  // a multiple of group
+  int group = 1;     // receives per request; the sender cycles tags 0..group-1
+  int depth = 32;    // sends in flight; receive requests: depth / group
+  bool check = true;
+};
+
+class SendStream {
+ public:
+  SendStream(Transport& t, int comm, MessageBuffers& buffers, const StreamSpec& spec);
+  // Posts what fits and retires finished sends; true if any finished.
+  bool step();
+  bool done() const { return completed_ == spec_.messages; }
+
+ private:
+  Transport& t_;
+  int comm_;
+  MessageBuffers& buffers_;
+  StreamSpec spec_;
+  std::vector<void*> ring_;
+  size_t head_ = 0;
+  size_t inflight_ = 0;
+  int posted_ = 0;
+  int completed_ = 0;
+};
+
+class RecvStream {
+ public:
+  RecvStream(Transport& t, int comm, MessageBuffers& buffers, const StreamSpec& spec);
+  // Posts receive requests while there is room (before the sender starts).
+  void fill();
+  // Retires finished requests (checking their sizes) and posts more; true
+  // if any finished.
+  bool step();
+  bool done() const { return completed_ == requests_; }
+
+ private:
+  Transport& t_;
+  int comm_;
+  MessageBuffers& buffers_;
+  StreamSpec spec_;
+  int requests_;
+  std::vector<void*> ring_;
+  size_t head_ = 0;
+  size_t inflight_ = 0;
+  int posted_ = 0;
+  int completed_ = 0;
+};
+
+}  // namespace weft::perf
