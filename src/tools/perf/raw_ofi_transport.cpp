@@ -2,8 +2,9 @@
 // domain of its own, so each comm's thread owns it and FI_THREAD_DOMAIN
 // needs no locks), manual progress by polling the CQ. No plugin involved, so
 // the same patterns measure the provider's own ceiling. Two operations:
-//   tagged  fi_tsend / fi_trecv; a grouped receive is n fi_trecv with the
-//           group's tags, complete when all are.
+//   tagged  fi_tsend / fi_trecv (fi_tinject up to the provider's inject
+//           size); a grouped receive is n fi_trecv with the group's tags,
+//           complete when all are.
 //   write   fi_writedata into the peer's receive slot (both ranks' arenas
 //           have the same layout, so the offset in our send arena is the
 //           offset in theirs); the remote CQ data (the size) completes the
@@ -173,6 +174,7 @@ class RawOfiTransport final : public Transport {
     need_mr_ = (info_->domain_attr->mr_mode & FI_MR_LOCAL) != 0;
     prov_key_ = (info_->domain_attr->mr_mode & FI_MR_PROV_KEY) != 0;
     virt_addr_ = (info_->domain_attr->mr_mode & FI_MR_VIRT_ADDR) != 0;
+    inject_bytes_ = info_->tx_attr->inject_size;
 
     fid_fabric* fabric = nullptr;
     check("fi_fabric", fi_fabric(info_->fabric_attr, &fabric, nullptr));
@@ -189,6 +191,7 @@ class RawOfiTransport final : public Transport {
             {"fabric", info_->fabric_attr->name ? info_->fabric_attr->name : "?"},
             {"domain", info_->domain_attr->name ? info_->domain_attr->name : "?"},
             {"operation", write_mode() ? "fi_writedata" : "fi_tsend/fi_trecv"},
+            {"inject_bytes", std::to_string(write_mode() ? 0 : inject_bytes_)},
             {"mr_local", need_mr_ ? "yes" : "no"}};
   }
 
@@ -279,6 +282,12 @@ class RawOfiTransport final : public Transport {
       uint64_t offset = static_cast<uint64_t>(static_cast<char*>(data) - c.send_base);
       rc = fi_writedata(c.ep.get(), data, size, desc(mr), size, c.peer, c.remote.addr + offset,
                         c.remote.key, &r->ops[0].ctx);
+    } else if (size <= inject_bytes_) {
+      // Buffered by the provider and complete at once, no CQ entry: what
+      // a tuned application (and weft) does with small messages.
+      rc = fi_tinject(c.ep.get(), data, size, c.peer, kTagBase | static_cast<uint32_t>(tag));
+      if (rc == 0) r->pending = 0;
+      return posted(c, r, rc, "fi_tinject");
     } else {
       rc = fi_tsend(c.ep.get(), data, size, desc(mr), c.peer, kTagBase | static_cast<uint32_t>(tag),
                     &r->ops[0].ctx);
@@ -450,6 +459,7 @@ class RawOfiTransport final : public Transport {
   bool need_mr_ = false;
   bool prov_key_ = false;
   bool virt_addr_ = false;
+  size_t inject_bytes_ = 0;
   std::vector<RegionInfo> local_recv_regions_;
   std::vector<std::unique_ptr<RawComm>> comms_;
 };
