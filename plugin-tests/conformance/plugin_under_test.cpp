@@ -71,7 +71,10 @@ void set_plugin_path(const std::string& path) {
 std::string plugin_path() {
   if (!g_path.empty()) return g_path;
   const char* p = std::getenv("WEFT_CONFORMANCE_PLUGIN");
-  return p && *p ? p : WEFT_CONFORMANCE_DEFAULT_PLUGIN;
+  if (p && *p) return p;
+  // Installed, the build tree is gone: let dlopen search the library path.
+  return ::access(WEFT_CONFORMANCE_DEFAULT_PLUGIN, F_OK) == 0 ? WEFT_CONFORMANCE_DEFAULT_PLUGIN
+                                                              : "libnccl-net-weft.so";
 }
 
 const std::vector<int>& exported_versions(std::string* error) {

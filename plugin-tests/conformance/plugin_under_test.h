@@ -1,6 +1,7 @@
 // Which plugin the suite drives and which ABI versions it exports. The path
 // comes from --plugin, else WEFT_CONFORMANCE_PLUGIN, else the weft built
-// alongside. Set it before any rank is forked: children inherit it.
+// alongside (installed: libnccl-net-weft.so from the library path). Set it
+// before any rank is forked: children inherit it.
 #pragma once
 
 #include <string>

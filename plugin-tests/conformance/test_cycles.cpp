@@ -17,8 +17,8 @@ using namespace weft::ft;
 
 namespace {
 
-constexpr int kWarmup = 3;
-constexpr int kCycles = 20;
+constexpr int kWarmup = 2;
+constexpr int kCycles = 12;
 // Bounds on growth over kCycles: far below one leak per cycle.
 constexpr long kMaxFdGrowth = 2;
 constexpr long kMaxThreadGrowth = 1;
