@@ -100,21 +100,37 @@ expect_error "server waits in vain" "no peer connected to .*:$port within 2 s" \
   "$PERF" --server --port "$port" --timeout 2
 
 # A peer that dies mid-run: the survivor stops with an error, no hang.
-"$PERF" --plugin "$PLUGIN" --server --port "$port" --test bw --min-bytes 64K --max-bytes 64K \
-  --iters 100000000 --iter-bytes 0 --timeout 20 >"$tmp/srv.out" 2>&1 &
-srv=$!
-sleep 0.5
-"$PERF" --plugin "$PLUGIN" --client 127.0.0.1 --port "$port" --timeout 20 >/dev/null 2>&1 &
-cli=$!
-for _ in $(seq 50); do grep -q "bw: unidirectional" "$tmp/srv.out" && break; sleep 0.2; done
-sleep 1
-kill -9 $cli
-wait $srv
-rc=$?
-if [ $rc -eq 1 ] && grep -qE "peer .* (closed the bootstrap connection|may have died)|no progress" "$tmp/srv.out"; then
-  echo "ok: peer dies: $(grep -E 'peer|progress' "$tmp/srv.out" | tail -n 1)"
+# Not on shm: libfabric 1.17's shm keeps a spin lock inside the shared
+# region, and a peer killed while holding it leaves the survivor spinning in
+# fi_tsenddata forever (README, known issues).
+if [ "$PROV" = shm ]; then
+  echo "skip: peer dies (shm: a killed peer can leave its region lock held; known issue)"
 else
-  fail "peer dies: server exit $rc"; cat "$tmp/srv.out"
+  port=$((port + 1))
+  "$PERF" --plugin "$PLUGIN" --server --port "$port" --test bw --min-bytes 64K --max-bytes 64K \
+    --iters 100000000 --iter-bytes 0 --timeout 20 >"$tmp/srv.out" 2>&1 &
+  srv=$!
+  sleep 0.5
+  "$PERF" --plugin "$PLUGIN" --client 127.0.0.1 --port "$port" --timeout 20 >/dev/null 2>&1 &
+  cli=$!
+  for _ in $(seq 50); do grep -q "bw: unidirectional" "$tmp/srv.out" && break; sleep 0.2; done
+  sleep 1
+  kill -9 $cli
+  for _ in $(seq 120); do kill -0 $srv 2>/dev/null || break; sleep 0.5; done
+  if kill -0 $srv 2>/dev/null; then
+    fail "peer dies: the server still runs 60 s after its peer was killed; its stacks:"
+    gdb -p $srv -batch -ex "thread apply all bt 20" 2>&1 | grep -E "^#|^Thread"
+    kill -9 $srv
+    cat "$tmp/srv.out"
+  else
+    wait $srv
+    rc=$?
+    if [ $rc -eq 1 ] && grep -qE "peer .* (closed the bootstrap connection|may have died)|no progress" "$tmp/srv.out"; then
+      echo "ok: peer dies: $(grep -E 'peer|progress' "$tmp/srv.out" | tail -n 1)"
+    else
+      fail "peer dies: server exit $rc"; cat "$tmp/srv.out"
+    fi
+  fi
 fi
 
 if [ $fails -ne 0 ]; then echo "FAILED: $fails check(s)"; exit 1; fi
