@@ -12,7 +12,9 @@ set -u
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 PERF=${WEFT_PERF:-build/src/tools/perf/weft-perf}
 [ -x "$PERF" ] || { echo "error: $PERF not built (set WEFT_PERF)" >&2; exit 1; }
-[ "$(id -u)" = 0 ] || { echo "error: network namespaces need root" >&2; exit 1; }
+# Exit status 77 (a skip for ctest) where namespaces cannot be made.
+[ "$(id -u)" = 0 ] || { echo "error: network namespaces need root" >&2; exit 77; }
+command -v ip >/dev/null || { echo "error: iproute2 (ip) is not installed" >&2; exit 77; }
 TAG=$$
 NS_A=weft-pa-$TAG
 NS_B=weft-pb-$TAG
@@ -22,27 +24,15 @@ ADDR_A=10.232.0.1
 ADDR_B=10.232.0.2
 PORT=18515
 pids=()
+source scripts/lib/netns.sh
 cleanup() {
   for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done
-  ip netns del "$NS_A" 2>/dev/null
-  ip netns del "$NS_B" 2>/dev/null
-  ip link del "$IF_A" 2>/dev/null
-  true
+  weft_netns_down "$NS_A" "$NS_B" "$IF_A"
 }
 trap cleanup EXIT
 trap 'exit 1' INT TERM
-set -e
-ip netns add "$NS_A"
-ip netns add "$NS_B"
-ip link add "$IF_A" type veth peer name "$IF_B"
-ip link set "$IF_A" netns "$NS_A"
-ip link set "$IF_B" netns "$NS_B"
-ip -n "$NS_A" addr add "$ADDR_A/24" dev "$IF_A"
-ip -n "$NS_B" addr add "$ADDR_B/24" dev "$IF_B"
-for ns in "$NS_A" "$NS_B"; do ip -n "$ns" link set lo up; done
-ip -n "$NS_A" link set "$IF_A" up
-ip -n "$NS_B" link set "$IF_B" up
-set +e
+ip netns add "$NS_A" || exit 77
+weft_netns_up "$NS_A" "$NS_B" "$IF_A" "$IF_B" "$ADDR_A" "$ADDR_B" || exit 1
 
 with_domain() {  # adds --domain IF after a --vs-raw/--raw-ofi argument
   local ifname=$1; shift

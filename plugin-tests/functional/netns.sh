@@ -18,12 +18,10 @@ ADDR_B=10.231.0.2
 PORT=18515
 pids=()
 
+source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib/netns.sh"
 cleanup() {
   for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done
-  ip netns del "$NS_A" 2>/dev/null
-  ip netns del "$NS_B" 2>/dev/null
-  ip link del "$IF_A" 2>/dev/null  # only if it never moved into NS_A
-  true
+  weft_netns_down "$NS_A" "$NS_B" "$IF_A"
 }
 trap cleanup EXIT
 trap 'exit 1' INT TERM
@@ -39,17 +37,7 @@ if ! ip netns add "$NS_A" 2>/tmp/weft-netns-err.$TAG; then
   rm -f /tmp/weft-netns-err.$TAG; exit $SKIP
 fi
 rm -f /tmp/weft-netns-err.$TAG
-set -e
-ip netns add "$NS_B"
-ip link add "$IF_A" type veth peer name "$IF_B"
-ip link set "$IF_A" netns "$NS_A"
-ip link set "$IF_B" netns "$NS_B"
-ip -n "$NS_A" addr add "$ADDR_A/24" dev "$IF_A"
-ip -n "$NS_B" addr add "$ADDR_B/24" dev "$IF_B"
-for ns in "$NS_A" "$NS_B"; do ip -n "$ns" link set lo up; done
-ip -n "$NS_A" link set "$IF_A" up
-ip -n "$NS_B" link set "$IF_B" up
-set +e
+weft_netns_up "$NS_A" "$NS_B" "$IF_A" "$IF_B" "$ADDR_A" "$ADDR_B" || { echo "FAIL: veth setup failed"; exit 1; }
 echo "namespaces $NS_A ($IF_A $ADDR_A) <-> $NS_B ($IF_B $ADDR_B)"
 if command -v ping >/dev/null; then
   ip netns exec "$NS_A" ping -c 1 -W 5 "$ADDR_B" >/dev/null || { echo "FAIL: no IP connectivity across the veth pair"; exit 1; }
