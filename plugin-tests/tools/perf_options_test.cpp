@@ -120,6 +120,7 @@ TEST_CASE("test lists, comms, threads, groups and raw operations") {
   CHECK(o.group == 2);
   CHECK(o.rate_max_bytes == 4096);
   CHECK(o.min_bytes == 0);
+  CHECK(parse({"--mem", "host"}).role == Role::local);
   Options w = parse({"--raw-ofi", "shm", "--raw-op", "write"});
   CHECK(w.raw_op == RawOp::write);
   Options v = parse({"--vs-raw", "tcp", "--domain", "lo", "--raw-op", "write"});
@@ -146,6 +147,8 @@ TEST_CASE("bad command lines are usage errors") {
   bad({"--comms", "2", "--threads", "3"});
   bad({"--raw-ofi", "tcp", "--raw-op", "write", "--test", "grouped"});
   bad({"--group", "0"});
+  bad({"--mem", "cuda"});
+  bad({"--mem", "gpu"});
   bad({"--local=yes"});
 }
 

@@ -276,7 +276,8 @@ Tests:
                        every completion's size inside the loop; a mismatch
                        names test, size, comm, slot and offset and fails the run)
 Sizes take K, M, G, T suffixes (binary: 64K = 65536).
-Memory: host memory (NCCL_PTR_HOST); CUDA memory is not supported yet.
+  --mem TYPE           message memory: host (default; NCCL_PTR_HOST). cuda is
+                       reserved and not supported yet.
 
 Output (stdout; progress and errors go to stderr):
   --csv                CSV instead of the table (one row per test and size,
@@ -361,6 +362,14 @@ std::optional<Options> parse_options(int argc, char** argv, const std::string& d
     } else if (arg == "--vs-raw") {
       o.vs_raw_provider = next();
       if (o.vs_raw_provider.empty()) throw UsageError("--vs-raw needs a provider name");
+    } else if (arg == "--mem") {
+      std::string mem = next();
+      if (mem == "cuda") {
+        throw UsageError(
+            "--mem cuda: GPU memory is not supported by weft-perf yet; use --mem host");
+      }
+      if (mem != "host")
+        throw UsageError("--mem expects host (or, later, cuda); got '" + mem + "'");
     } else if (arg == "--comms") {
       o.comms = int_in_range(arg, next(), 1, 256);
     } else if (arg == "--threads") {
