@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <iterator>
 #include <memory>
 #include <vector>
 
@@ -34,6 +35,25 @@ struct WireConfig {
   uint32_t tests;  // bit per TestKind
   char vs_raw[64];
 };
+
+// Rank 1 sizes memory and threads from these: refuse nonsense rather than
+// allocate or spawn without bound.
+void check_config(const WireConfig& c, const Bootstrap& boot) {
+  const char* bad = nullptr;
+  if (c.min_bytes > c.max_bytes || c.max_bytes > (uint64_t{1} << 40)) bad = "sizes";
+  if (!(c.step_factor > 1.0 && c.step_factor <= 1024)) bad = "step factor";
+  if (c.iters < 1 || c.warmup < 0 || c.depth < 1 || c.depth > 1024) bad = "iterations or depth";
+  if (c.comms < 1 || c.comms > 256 || c.threads < 1 || c.threads > c.comms) bad = "comms/threads";
+  if (c.group < 0 || c.group > kMaxGroup) bad = "group";
+  if (c.raw_op != static_cast<int32_t>(RawOp::tagged) &&
+      c.raw_op != static_cast<int32_t>(RawOp::write)) {
+    bad = "raw operation";
+  }
+  if (c.tests == 0 || c.tests >= (1u << std::size(kAllTests))) bad = "tests";
+  if (bad != nullptr) {
+    throw PerfError("peer " + boot.peer() + " sent an invalid configuration (" + bad + ")");
+  }
+}
 
 void agree(int rank, Bootstrap& boot, Options& opts) {
   Hello mine{kMagic, kProtocol, opts.raw() ? 1u : 0u};
@@ -72,6 +92,7 @@ void agree(int rank, Bootstrap& boot, Options& opts) {
     boot.send_pod(MsgKind::config, c);
   } else {
     auto c = boot.recv_pod<WireConfig>(MsgKind::config);
+    check_config(c, boot);
     opts.min_bytes = c.min_bytes;
     opts.max_bytes = c.max_bytes;
     opts.iter_bytes = c.iter_bytes;
@@ -99,7 +120,11 @@ void agree(int rank, Bootstrap& boot, Options& opts) {
 int agreed_max_recvs(Bootstrap& boot, const Transport& t) {
   int32_t mine = t.max_recvs();
   boot.send_pod(MsgKind::config, mine);
-  return std::min(mine, boot.recv_pod<int32_t>(MsgKind::config));
+  int32_t theirs = boot.recv_pod<int32_t>(MsgKind::config);
+  if (theirs < 1 || theirs > kMaxGroup) {
+    throw PerfError("peer " + boot.peer() + " reports maxRecvs " + std::to_string(theirs));
+  }
+  return std::min(mine, theirs);
 }
 
 // One sweep of every selected test over one transport.
