@@ -14,6 +14,7 @@
 #include "report.h"
 #include "thread_team.h"
 #include "transport.h"
+#include "wire_config.h"
 
 namespace weft::perf {
 namespace {
@@ -26,34 +27,6 @@ struct Hello {
   uint32_t protocol;
   uint32_t raw;  // 1: --raw-ofi
 };
-
-// Rank 0's test parameters; rank 1 adopts them.
-struct WireConfig {
-  uint64_t min_bytes, max_bytes, iter_bytes, buffer_bytes, rate_max_bytes;
-  double step_factor;
-  int32_t iters, warmup, depth, check, comms, threads, group, raw_op;
-  uint32_t tests;  // bit per TestKind
-  char vs_raw[64];
-};
-
-// Rank 1 sizes memory and threads from these: refuse nonsense rather than
-// allocate or spawn without bound.
-void check_config(const WireConfig& c, const Bootstrap& boot) {
-  const char* bad = nullptr;
-  if (c.min_bytes > c.max_bytes || c.max_bytes > (uint64_t{1} << 40)) bad = "sizes";
-  if (!(c.step_factor > 1.0 && c.step_factor <= 1024)) bad = "step factor";
-  if (c.iters < 1 || c.warmup < 0 || c.depth < 1 || c.depth > 1024) bad = "iterations or depth";
-  if (c.comms < 1 || c.comms > 256 || c.threads < 1 || c.threads > c.comms) bad = "comms/threads";
-  if (c.group < 0 || c.group > kMaxGroup) bad = "group";
-  if (c.raw_op != static_cast<int32_t>(RawOp::tagged) &&
-      c.raw_op != static_cast<int32_t>(RawOp::write)) {
-    bad = "raw operation";
-  }
-  if (c.tests == 0 || c.tests >= (1u << std::size(kAllTests))) bad = "tests";
-  if (bad != nullptr) {
-    throw PerfError("peer " + boot.peer() + " sent an invalid configuration (" + bad + ")");
-  }
-}
 
 void agree(int rank, Bootstrap& boot, Options& opts) {
   Hello mine{kMagic, kProtocol, opts.raw() ? 1u : 0u};
@@ -92,7 +65,7 @@ void agree(int rank, Bootstrap& boot, Options& opts) {
     boot.send_pod(MsgKind::config, c);
   } else {
     auto c = boot.recv_pod<WireConfig>(MsgKind::config);
-    check_config(c, boot);
+    check_config(c, boot.peer());
     opts.min_bytes = c.min_bytes;
     opts.max_bytes = c.max_bytes;
     opts.iter_bytes = c.iter_bytes;
@@ -221,6 +194,25 @@ void run(int rank, Bootstrap& boot, Options& opts) {
 }
 
 }  // namespace
+
+// Rank 1 sizes memory and threads from these: refuse nonsense rather than
+// allocate or spawn without bound.
+void check_config(const WireConfig& c, const std::string& peer) {
+  const char* bad = nullptr;
+  if (c.min_bytes > c.max_bytes || c.max_bytes > (uint64_t{1} << 40)) bad = "sizes";
+  if (!(c.step_factor > 1.0 && c.step_factor <= 1024)) bad = "step factor";
+  if (c.iters < 1 || c.warmup < 0 || c.depth < 1 || c.depth > 1024) bad = "iterations or depth";
+  if (c.comms < 1 || c.comms > 256 || c.threads < 1 || c.threads > c.comms) bad = "comms/threads";
+  if (c.group < 0 || c.group > kMaxGroup) bad = "group";
+  if (c.raw_op != static_cast<int32_t>(RawOp::tagged) &&
+      c.raw_op != static_cast<int32_t>(RawOp::write)) {
+    bad = "raw operation";
+  }
+  if (c.tests == 0 || c.tests >= (1u << std::size(kAllTests))) bad = "tests";
+  if (bad != nullptr) {
+    throw PerfError("peer " + peer + " sent an invalid configuration (" + bad + ")");
+  }
+}
 
 int run_rank(int rank, Bootstrap& boot, Options opts, bool print_errors) {
   try {
