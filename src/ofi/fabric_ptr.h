@@ -5,12 +5,38 @@
 
 #include <memory>
 
+#include "weft/log.h"
+
 namespace weft::ofi {
+
+inline const char* fid_class_name(size_t fclass) {
+  switch (fclass) {
+    case FI_CLASS_EP:
+      return "endpoint";
+    case FI_CLASS_CQ:
+      return "completion queue";
+    case FI_CLASS_AV:
+      return "address vector";
+    case FI_CLASS_MR:
+      return "memory region";
+    case FI_CLASS_DOMAIN:
+      return "domain";
+    case FI_CLASS_FABRIC:
+      return "fabric";
+    default:
+      return "libfabric object";
+  }
+}
 
 struct FidCloser {
   template <typename T>
   void operator()(T* object) const {
-    if (object != nullptr) fi_close(&object->fid);
+    if (object == nullptr) return;
+    // A failed close leaks the object and keeps its parent busy: say so.
+    int rc = fi_close(&object->fid);
+    if (rc != 0)
+      WEFT_WARN("fi_close of a %s failed: %s", fid_class_name(object->fid.fclass),
+                fi_strerror(-rc));
   }
 };
 
