@@ -17,6 +17,9 @@
 
 namespace weft {
 
+// "ncclSuccess", "ncclRemoteError", ... for messages.
+const char* nccl_result_name(ncclResult_t r);
+
 struct NetDeviceInfo {
   std::string name;
   std::string pci_path;  // empty when NULL

@@ -2,6 +2,8 @@
 
 #include <cstdlib>
 
+#include "weft/net_client.h"
+
 namespace weft::ft {
 namespace {
 thread_local std::string g_label = "rank ?";
@@ -17,26 +19,7 @@ void fail(const char* file, int line, const char* expr, const std::string& msg) 
 }
 
 const char* result_name(ncclResult_t r) {
-  switch (r) {
-    case ncclSuccess:
-      return "ncclSuccess";
-    case ncclUnhandledCudaError:
-      return "ncclUnhandledCudaError";
-    case ncclSystemError:
-      return "ncclSystemError";
-    case ncclInternalError:
-      return "ncclInternalError";
-    case ncclInvalidArgument:
-      return "ncclInvalidArgument";
-    case ncclInvalidUsage:
-      return "ncclInvalidUsage";
-    case ncclRemoteError:
-      return "ncclRemoteError";
-    case ncclInProgress:
-      return "ncclInProgress";
-    default:
-      return "ncclResult(unknown)";
-  }
+  return nccl_result_name(r);
 }
 
 void set_rank_label(const std::string& label) {

@@ -121,6 +121,29 @@ bool fits_int(size_t size) {
 
 }  // namespace
 
+const char* nccl_result_name(ncclResult_t r) {
+  switch (r) {
+    case ncclSuccess:
+      return "ncclSuccess";
+    case ncclUnhandledCudaError:
+      return "ncclUnhandledCudaError";
+    case ncclSystemError:
+      return "ncclSystemError";
+    case ncclInternalError:
+      return "ncclInternalError";
+    case ncclInvalidArgument:
+      return "ncclInvalidArgument";
+    case ncclInvalidUsage:
+      return "ncclInvalidUsage";
+    case ncclRemoteError:
+      return "ncclRemoteError";
+    case ncclInProgress:
+      return "ncclInProgress";
+    default:
+      return "ncclResult(unknown)";
+  }
+}
+
 std::unique_ptr<NetClient> NetClient::load(const std::string& path, int abi_version,
                                            std::string& error) {
   if (abi_version != 0 && (abi_version < kMinAbi || abi_version > kMaxAbi)) {

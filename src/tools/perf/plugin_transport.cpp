@@ -15,29 +15,6 @@
 namespace weft::perf {
 namespace {
 
-const char* result_name(ncclResult_t r) {
-  switch (r) {
-    case ncclSuccess:
-      return "ncclSuccess";
-    case ncclUnhandledCudaError:
-      return "ncclUnhandledCudaError";
-    case ncclSystemError:
-      return "ncclSystemError";
-    case ncclInternalError:
-      return "ncclInternalError";
-    case ncclInvalidArgument:
-      return "ncclInvalidArgument";
-    case ncclInvalidUsage:
-      return "ncclInvalidUsage";
-    case ncclRemoteError:
-      return "ncclRemoteError";
-    case ncclInProgress:
-      return "ncclInProgress";
-    default:
-      return "unknown ncclResult_t";
-  }
-}
-
 class PluginTransport final : public Transport {
  public:
   explicit PluginTransport(const Options& opts) : opts_(opts) {
@@ -180,7 +157,7 @@ class PluginTransport final : public Transport {
   }
   [[noreturn]] void fail(const char* what, ncclResult_t r) const {
     throw PerfError(std::string("plugin ") + client_->plugin_name() + ": " + what +
-                    " failed: " + result_name(r) + " (" + std::to_string(static_cast<int>(r)) +
+                    " failed: " + nccl_result_name(r) + " (" + std::to_string(static_cast<int>(r)) +
                     ")" + (r == ncclRemoteError ? ": the peer may have died" : ""));
   }
 
