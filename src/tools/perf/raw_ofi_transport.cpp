@@ -32,6 +32,7 @@ constexpr uint64_t kTagBase = 0x7765667400000000ull;  // "weft" | tag
 constexpr size_t kCqBatch = 16;
 constexpr size_t kMaxAddrLen = 256;
 constexpr int kRawMaxRecvs = 8;
+constexpr long kGroupPostTries = 1L << 24;  // then the provider is stuck: fail
 
 std::string fi_error(const char* what, ssize_t rc) {
   return std::string(what) + ": " + fi_strerror(static_cast<int>(-rc)) + " (" + std::to_string(rc) +
@@ -314,14 +315,19 @@ class RawOfiTransport final : public Transport {
     }
     for (int i = 0; i < n; ++i) {
       r->sizes[i] = static_cast<int>(sizes[i]);
-      ssize_t rc = fi_trecv(c.ep.get(), data[i], sizes[i], desc(mrs[i]), c.peer,
-                            kTagBase | static_cast<uint32_t>(tags[i]), 0, &r->ops[i].ctx);
-      if (rc != 0 && i > 0) {
-        // Part of the group is posted and cannot be withdrawn cheaply: the
-        // pool is sized so that this does not happen; treat it as fatal.
-        check("fi_trecv (grouped)", rc);
+      auto post = [&] {
+        return fi_trecv(c.ep.get(), data[i], sizes[i], desc(mrs[i]), c.peer,
+                        kTagBase | static_cast<uint32_t>(tags[i]), 0, &r->ops[i].ctx);
+      };
+      ssize_t rc = post();
+      if (rc != 0 && i == 0) return posted(c, r, rc, "fi_trecv");
+      // Part of the group is posted and cannot be withdrawn: finish posting
+      // it, driving progress so the provider frees its queue (as weft does).
+      for (long tries = 0; rc == -FI_EAGAIN && tries < kGroupPostTries; ++tries) {
+        progress(c);
+        rc = post();
       }
-      if (rc != 0) return posted(c, r, rc, "fi_trecv");
+      check("fi_trecv (rest of a grouped receive)", rc);
     }
     return r;
   }
