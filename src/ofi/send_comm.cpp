@@ -28,10 +28,11 @@ ncclResult_t OfiSendComm::step_connect(bool* connected) {
   *connected = false;
   if (std::chrono::steady_clock::now() >= connect_deadline_) {
     // Returning NULL forever would leave NCCL waiting: fail with the peer named.
-    WEFT_WARN("%s: connect to %s: no answer from the listener within WEFT_CONNECT_TIMEOUT_MS "
-              "(is the peer process alive, listening with the same WEFT_OFI_PROVIDER, and "
-              "reachable from this host?)",
-              device_name().c_str(), peer_name().c_str());
+    WEFT_WARN(
+        "%s: connect to %s: no answer from the listener within WEFT_CONNECT_TIMEOUT_MS "
+        "(is the peer process alive, listening with the same WEFT_OFI_PROVIDER, and "
+        "reachable from this host?)",
+        device_name().c_str(), peer_name().c_str());
     return ncclRemoteError;
   }
   if (!registered_) {
