@@ -7,7 +7,7 @@
 #include <string>
 #include <string_view>
 
-#include "weft/params.h"
+#include "weft/param_spec.h"
 
 namespace weft {
 

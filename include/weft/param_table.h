@@ -29,6 +29,30 @@
   WEFT_PARAM(max_p2p_bytes, "WEFT_MAX_P2P_BYTES", Size, "0", 0, 1099511627776,                    \
              "Largest single message reported to NCCL (maxP2pBytes). 0: the provider's limit, "   \
              "capped at 1 TiB.")                                                                  \
+  WEFT_PARAM(default_speed_mbps, "WEFT_DEFAULT_SPEED_MBPS", Int, "100000", 1, 100000000,          \
+             "Speed reported to NCCL for devices whose link speed is unknown (lo, veth and "      \
+             "other virtual interfaces), in Mbps.")                                               \
+  WEFT_PARAM_ENUM(gpu, "WEFT_GPU", "auto", "auto|off",                                            \
+                  "GPU memory support. auto: load the CUDA driver and register GPU buffers "      \
+                  "where the provider can; off: host memory only.")                               \
+  WEFT_PARAM(cuda_lib, "WEFT_CUDA_LIB", String, "libcuda.so.1", 0, 0,                             \
+             "CUDA driver library loaded at run time (soname or path).")                          \
+  WEFT_PARAM(dmabuf, "WEFT_DMABUF", Bool, "1", 0, 0,                                              \
+             "Offer dma-buf registration of GPU memory (NCCL_PTR_DMABUF) where libfabric, the "   \
+             "provider and the GPU support it.")                                                  \
+  WEFT_PARAM(mr_cache, "WEFT_MR_CACHE", Bool, "1", 0, 0,                                          \
+             "Share registrations of the same pages per domain (reference-counted). 0: every "    \
+             "regMr registers anew.")                                                             \
+  WEFT_PARAM(mr_cache_max_entries, "WEFT_MR_CACHE_MAX_ENTRIES", Int, "65536", 1, 16777216,        \
+             "Most distinct registrations the cache holds per domain; beyond that regMr "         \
+             "registers without caching.")                                                        \
+  WEFT_PARAM_ENUM(gdr_flush, "WEFT_GDR_FLUSH", "auto", "auto|read|cuda|off",                      \
+                  "How iflush makes GPU receives visible: read (a small fi_read from the "        \
+                  "buffer), cuda (cuFlushGPUDirectRDMAWrites), auto (read where the provider "    \
+                  "has RMA, else cuda), off (no flush). NCCL_GDR_FLUSH_DISABLE=1 means off.")     \
+  WEFT_PARAM(force_flush, "WEFT_FORCE_FLUSH", Bool, "0", 0, 0,                                    \
+             "Report forceFlush to NCCL (v9+), so it flushes every GPU receive even on GPUs "     \
+             "where it normally would not.")                                                      \
   WEFT_PARAM_ENUM(debug, "WEFT_DEBUG", "WARN", "NONE|WARN|INFO|TRACE",                            \
                   "Log level on stderr when weft runs outside NCCL (tools, tests). Inside NCCL, " \
                   "NCCL_DEBUG decides.")

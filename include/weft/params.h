@@ -3,28 +3,12 @@
 
 #include <cstdint>
 #include <functional>
-#include <span>
 #include <string>
 
+#include "weft/param_spec.h"
 #include "weft/param_table.h"
 
 namespace weft {
-
-enum class ParamType { Bool, Int, Size, String, Enum };
-
-struct ParamSpec {
-  const char* member;
-  const char* env_name;
-  ParamType type;
-  const char* default_value;
-  const char* choices;  // "a|b|c" for Enum, nullptr otherwise
-  int64_t min_value;    // Int and Size only
-  uint64_t max_value;   // Int and Size only
-  const char* doc;
-};
-
-// Every parameter, in table order.
-std::span<const ParamSpec> param_specs();
 
 struct Params {
 #define WEFT_PARAM_FIELD_Bool bool

@@ -8,10 +8,10 @@
 #include <memory>
 #include <string>
 
-#include "ofi/drain.h"
+#include "core/comm_close.h"
+#include "ofi/completion.h"
 #include "ofi/endpoint.h"
 #include "ofi/memory_region.h"
-#include "ofi/ofi_request.h"
 #include "weft/log.h"
 
 namespace weft::ofi {
@@ -38,20 +38,30 @@ class CommBase : public Interface, public RequestOwner {
 
   // Registers the comm's control-message buffers (needed with FI_MR_LOCAL).
   ncclResult_t register_control(void* data, size_t size) {
-    return register_memory(*setup_.endpoint, data, size, NCCL_PTR_HOST, &control_region_);
+    return register_memory(*setup_.endpoint, data, size, MemorySource{}, &control_region_);
   }
   void* control_descriptor() const { return descriptor_of(control_region_); }
+  bool control_registered() const { return control_region_ != nullptr; }
 
   ncclResult_t reg_mr(void* data, size_t size, int type, void** mhandle) override {
-    return register_memory(*setup_.endpoint, data, size, type, mhandle);
-  }
-  ncclResult_t reg_mr_dmabuf(void* data, size_t size, int, uint64_t, int, void** mhandle) override {
     *mhandle = nullptr;
-    WEFT_WARN(
-        "%s: dma-buf registration of %zu bytes at %p requested, but this build has no "
-        "GPU memory support (ptrSupport=HOST)",
-        setup_.endpoint->device_name().c_str(), size, data);
-    return ncclInvalidUsage;
+    MemorySource source;
+    ncclResult_t result = classify_memory(*setup_.endpoint, data, size, type, &source);
+    if (result != ncclSuccess) return result;
+    return register_memory(*setup_.endpoint, data, size, source, mhandle);
+  }
+  ncclResult_t reg_mr_dmabuf(void* data, size_t size, int type, uint64_t offset, int fd,
+                             void** mhandle) override {
+    *mhandle = nullptr;
+    MemorySource source;
+    ncclResult_t result = classify_memory(*setup_.endpoint, data, size, type, &source);
+    if (result != ncclSuccess) return result;
+    if (fd >= 0 && type == NCCL_PTR_CUDA && setup_.endpoint->dmabuf()) {
+      // Used during the call only: NCCL closes the fd when it returns.
+      source.dmabuf_fd = fd;
+      source.dmabuf_offset = offset;
+    }
+    return register_memory(*setup_.endpoint, data, size, source, mhandle);
   }
   ncclResult_t dereg_mr(void* mhandle) override {
     return deregister_memory(setup_.endpoint.get(), device_name_, mhandle);
@@ -64,17 +74,18 @@ class CommBase : public Interface, public RequestOwner {
   // deletes the comm, or leaves it to the endpoint if operations remain.
   void close_within(int timeout_ms) {
     cancel_receives();
-    Endpoint& endpoint = *setup_.endpoint;
-    if (drain(endpoint, timeout_ms, [this] { return !in_flight(); })) {
-      delete this;
-      return;
+    // Held here: if the endpoint adopts this comm, the comm's own reference
+    // to it must not be the last.
+    std::shared_ptr<Endpoint> endpoint = setup_.endpoint;
+    std::string peer = setup_.peer_name;
+    if (!finish_close(
+            this, *endpoint, *endpoint, timeout_ms, [this] { return !in_flight(); },
+            [this] { setup_.endpoint.reset(); })) {
+      WEFT_INFO(NCCL_NET,
+                "%s: closed a comm with peer %s while operations were still in flight; they are "
+                "released when the endpoint closes",
+                endpoint->device_name().c_str(), peer.c_str());
     }
-    WEFT_INFO(NCCL_NET,
-              "%s: closing a comm with peer %s while operations are still in flight; they are "
-              "released when the endpoint closes",
-              endpoint.device_name().c_str(), setup_.peer_name.c_str());
-    std::shared_ptr<Endpoint> keep = std::move(setup_.endpoint);
-    keep->adopt(std::unique_ptr<Comm>(this));
   }
 
  protected:

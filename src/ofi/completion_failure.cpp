@@ -14,7 +14,7 @@ ncclResult_t completion_failure(const char* operation, Endpoint& endpoint,
   const char* device = endpoint.device_name().c_str();
   const char* provider = endpoint.provider_name().c_str();
   if (error != FI_ECANCELED) endpoint.mark_broken();
-  if (error == FI_ETRUNC) {
+  if (error == kTruncated) {
     // Providers do not all report how much was cut off.
     std::string excess = overflow_length > 0 ? std::to_string(overflow_length) + " bytes " : "";
     WEFT_WARN(
@@ -24,9 +24,14 @@ ncclResult_t completion_failure(const char* operation, Endpoint& endpoint,
     return ncclInvalidUsage;
   }
   if (error == FI_ECANCELED) {
-    WEFT_WARN("%s with %s on %s (%s) was cancelled", operation, peer_name.c_str(), device,
-              provider);
-    return ncclInternalError;
+    // weft cancels only while closing a comm, and then reports nothing: a
+    // cancellation that reaches test() came from the provider dropping the
+    // connection (libfabric 2.x tcp does so when the peer goes away).
+    WEFT_WARN(
+        "%s with %s on %s (%s) was cancelled by the provider: the connection to the peer was "
+        "lost (did the peer process exit or its node fail?)",
+        operation, peer_name.c_str(), device, provider);
+    return ncclRemoteError;
   }
   WEFT_WARN("%s with %s on %s (%s) failed: %s (%s)", operation, peer_name.c_str(), device, provider,
             fi_strerror(error), text);

@@ -2,7 +2,7 @@
 
 #include <cstring>
 
-#include "ofi/tag_layout.h"
+#include "core/comm_id.h"
 
 namespace weft::ofi {
 namespace {
@@ -10,75 +10,13 @@ namespace {
 void put32(uint8_t* out, uint32_t value) {
   std::memcpy(out, &value, 4);
 }
-void put64(uint8_t* out, uint64_t value) {
-  std::memcpy(out, &value, 8);
-}
 uint32_t get32(const uint8_t* in) {
   uint32_t value;
   std::memcpy(&value, in, 4);
   return value;
 }
-uint64_t get64(const uint8_t* in) {
-  uint64_t value;
-  std::memcpy(&value, in, 8);
-  return value;
-}
-
-bool valid_comm_id(uint32_t id) {
-  return id != 0 && id <= kMaxCommId;
-}
 
 }  // namespace
-
-void encode_handle(const ListenHandle& handle, void* out) {
-  auto* bytes = static_cast<uint8_t*>(out);
-  std::memset(bytes, 0, kHandleSize);
-  put32(bytes, kHandleMagic);
-  bytes[4] = kWireVersion;
-  bytes[5] = handle.address_size;
-  put32(bytes + 8, handle.provider_hash);
-  put32(bytes + 12, handle.listen_id);
-  put64(bytes + 16, handle.connect_cookie);
-  std::memcpy(bytes + kHandleHeaderSize, handle.address, handle.address_size);
-}
-
-bool decode_handle(const void* data, size_t size, ListenHandle* handle, std::string* error) {
-  const auto* bytes = static_cast<const uint8_t*>(data);
-  if (bytes == nullptr || size < kHandleSize) {
-    *error = "handle is truncated (" + std::to_string(size) + " of " + std::to_string(kHandleSize) +
-             " bytes)";
-    return false;
-  }
-  if (get32(bytes) != kHandleMagic) {
-    *error = "handle is not a weft listen handle (bad magic)";
-    return false;
-  }
-  if (bytes[4] != kWireVersion) {
-    *error = "handle has wire version " + std::to_string(bytes[4]) + ", this weft speaks " +
-             std::to_string(kWireVersion) + " (mixed weft versions across nodes?)";
-    return false;
-  }
-  if (bytes[5] == 0 || bytes[5] > kMaxAddressSize) {
-    *error = "handle carries an invalid address size " + std::to_string(bytes[5]);
-    return false;
-  }
-  ListenHandle decoded;
-  decoded.address_size = bytes[5];
-  decoded.provider_hash = get32(bytes + 8);
-  decoded.listen_id = get32(bytes + 12);
-  decoded.connect_cookie = get64(bytes + 16);
-  if (!valid_comm_id(decoded.listen_id)) {
-    *error = "handle carries an invalid listen id";
-    return false;
-  }
-  std::memcpy(decoded.address, bytes + kHandleHeaderSize, decoded.address_size);
-  *handle = decoded;
-  return true;
-}
-
-void store_connect_cookie(void* handle_bytes, uint64_t cookie) {
-  put64(static_cast<uint8_t*>(handle_bytes) + 16, cookie);
-}
 
 void encode_connect_request(const ConnectRequest& request, uint8_t* out) {
   std::memset(out, 0, kConnectRequestSize);
@@ -140,15 +78,6 @@ bool decode_connect_ack(const uint8_t* bytes, size_t size, ConnectAck* ack, std:
   }
   *ack = decoded;
   return true;
-}
-
-uint32_t hash_name(const std::string& text) {
-  uint32_t hash = 2166136261u;
-  for (unsigned char c : text) {
-    hash ^= c;
-    hash *= 16777619u;
-  }
-  return hash;
 }
 
 }  // namespace weft::ofi

@@ -2,14 +2,18 @@
 
 #include <rdma/fi_cm.h>
 #include <rdma/fi_errno.h>
+#include <rdma/fi_rma.h>
 #include <rdma/fi_tagged.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstring>
 #include <string>
 
+#include "core/comm_id.h"
 #include "ofi/completion.h"
+#include "ofi/peer_check.h"
 #include "weft/log.h"
 
 namespace weft::ofi {
@@ -33,6 +37,16 @@ ncclResult_t Endpoint::open(const fi_info* info, const std::string& device_name,
   endpoint->address_format_ = info->addr_format;
   endpoint->inject_size_ = info->tx_attr != nullptr ? info->tx_attr->inject_size : 0;
   endpoint->cq_read_count_ = std::clamp(options.cq_read_count, 1, kMaxBatch);
+  endpoint->registration_cache_ = std::make_unique<RegistrationCache>(
+      options.mr_cache, static_cast<size_t>(std::max(options.mr_cache_max_entries, 1)));
+  endpoint->cuda_ = options.cuda;
+  endpoint->gpu_memory_ = options.cuda != nullptr;
+  endpoint->gpu_off_reason_ = options.gpu_off_reason;
+  endpoint->dmabuf_ = options.dmabuf && options.cuda != nullptr;
+  endpoint->rma_ = (info->caps & FI_RMA) != 0;
+  endpoint->flush_ = options.flush;
+  long page = sysconf(_SC_PAGESIZE);
+  endpoint->page_size_ = page > 0 ? static_cast<size_t>(page) : 4096;
 
   fid_fabric* fabric = nullptr;
   int rc = fi_fabric(info->fabric_attr, &fabric, nullptr);
@@ -77,14 +91,30 @@ ncclResult_t Endpoint::open(const fi_info* info, const std::string& device_name,
   if (rc != 0) return fail(device_name, "fi_getname", rc);
   endpoint->local_address_size_ = address_size;
 
+  if (endpoint->flush_ == FlushMethod::Read) {
+    ncclResult_t result = endpoint->open_flush_target();
+    if (result != ncclSuccess) return result;
+  }
   *out = std::move(endpoint);
   return ncclSuccess;
 }
 
 Endpoint::~Endpoint() {
+  if (registration_cache_) {
+    MrCacheStats stats = registration_cache_->stats();
+    if (stats.lookups > 0) {
+      WEFT_INFO(NCCL_NET,
+                "%s: registration cache: %llu lookups, %llu hits, %llu registered, %llu uncached, "
+                "%llu still registered",
+                device_name_.c_str(), (unsigned long long)stats.lookups,
+                (unsigned long long)stats.hits, (unsigned long long)stats.inserts,
+                (unsigned long long)stats.uncached, (unsigned long long)stats.live);
+    }
+  }
   // Close the endpoint first: after that no completion can reach an orphan.
   ep_.reset();
   orphans_.clear();
+  if (flush_mr_ != nullptr) fi_close(&flush_mr_->fid);
   av_.reset();
   cq_.reset();
   if (domain_) {
@@ -122,10 +152,88 @@ void Endpoint::cancel(OpContext* context) {
   fi_cancel(&ep_->fid, &context->provider_context);
 }
 
-int Endpoint::register_region(void* data, size_t size, fid_mr** mr) {
+int Endpoint::register_region(void* start, size_t length, const MemorySource& source,
+                              const void* data, Registration* out, const char** failed_call) {
+  iovec iov{start, length};
+  fi_mr_attr attr{};
+  attr.mr_iov = &iov;
+  attr.iov_count = 1;
+  // Reads serve the flush (the NIC reads back what it wrote).
+  attr.access = FI_SEND | FI_RECV | (rma_ ? (FI_READ | FI_REMOTE_READ) : 0);
+  attr.requested_key = mr_key_.fetch_add(1, std::memory_order_relaxed);
+  attr.iface = FI_HMEM_SYSTEM;
+  if (source.type == NCCL_PTR_CUDA) {
+    attr.iface = FI_HMEM_CUDA;
+    attr.device.cuda = source.device;
+  }
+  uint64_t flags = 0;
+  if (source.type == NCCL_PTR_CUDA) {
+    // cudaMalloc'd memory is never host-accessible; saying so lets shm map
+    // it with CUDA IPC instead of copying through bounce buffers.
+    flags |= FI_HMEM_DEVICE_ONLY;
+  }
+#ifdef FI_MR_DMABUF
+  fi_mr_dmabuf dmabuf{};
+  if (source.dmabuf_fd >= 0) {
+    // base_addr is where offset 0 of the dma-buf is mapped.
+    dmabuf.fd = source.dmabuf_fd;
+    dmabuf.offset = source.dmabuf_offset;
+    dmabuf.len = length;
+    dmabuf.base_addr = static_cast<uint8_t*>(const_cast<void*>(data)) - source.dmabuf_offset;
+    attr.dmabuf = &dmabuf;
+    flags |= FI_MR_DMABUF;
+  }
+#else
+  (void)data;
+#endif
   std::lock_guard<std::mutex> lock(io_mutex_);
-  return fi_mr_reg(domain_.get(), data, size, FI_SEND | FI_RECV, 0,
-                   mr_key_.fetch_add(1, std::memory_order_relaxed), 0, mr, nullptr);
+  fid_mr* mr = nullptr;
+  *failed_call = "fi_mr_regattr";
+  int rc = fi_mr_regattr(domain_.get(), &attr, flags, &mr);
+  if (rc != 0) return rc;
+  if ((mr_mode_ & FI_MR_ENDPOINT) != 0) {
+    // Such providers scope MRs to an endpoint and want them enabled.
+    *failed_call = "fi_mr_bind";
+    rc = fi_mr_bind(mr, &ep_->fid, 0);
+    if (rc == 0) {
+      *failed_call = "fi_mr_enable";
+      rc = fi_mr_enable(mr);
+    }
+    if (rc != 0) {
+      fi_close(&mr->fid);
+      return rc;
+    }
+  }
+  out->mr = mr;
+  out->descriptor = fi_mr_desc(mr);
+  out->key = fi_mr_key(mr);
+  out->start = reinterpret_cast<uintptr_t>(start);
+  return 0;
+}
+
+ncclResult_t Endpoint::open_flush_target() {
+  MemorySource host;
+  Registration registration;
+  const char* failed_call = nullptr;
+  int rc = register_region(flush_buffer_, sizeof(flush_buffer_), host, flush_buffer_, &registration,
+                           &failed_call);
+  if (rc != 0) return fail(device_name_, failed_call, rc);
+  flush_mr_ = registration.mr;
+  flush_descriptor_ = registration.descriptor;
+  int inserted = fi_av_insert(av_.get(), local_address_, 1, &self_, 0, nullptr);
+  if (inserted != 1)
+    return fail(device_name_, "fi_av_insert(self)", inserted < 0 ? inserted : -FI_EINVAL);
+  return ncclSuccess;
+}
+
+ssize_t Endpoint::flush_read(const void* data, const Registration& registration,
+                             OpContext* context) {
+  auto address = reinterpret_cast<uintptr_t>(data);
+  // Without FI_MR_VIRT_ADDR the target is an offset into the registration.
+  uint64_t remote = (mr_mode_ & FI_MR_VIRT_ADDR) != 0 ? address : address - registration.start;
+  std::lock_guard<std::mutex> lock(io_mutex_);
+  return fi_read(ep_.get(), flush_buffer_, 1, flush_descriptor_, self_, remote, registration.key,
+                 &context->provider_context);
 }
 
 int Endpoint::close_region(fid_mr* mr) {
@@ -158,7 +266,8 @@ ncclResult_t Endpoint::poll() {
         fi_cq_strerror(cq_.get(), error.prov_errno, error.err_data, text, sizeof(text));
     auto* op = static_cast<OpContext*>(error.op_context);
     if (op != nullptr && op->target != nullptr) {
-      op->target->on_error(op->slot, error.err, error.olen, detail != nullptr ? detail : "");
+      int code = error.err == FI_ETRUNC ? kTruncated : error.err;
+      op->target->on_error(op->slot, code, error.olen, detail != nullptr ? detail : "");
     } else {
       WEFT_WARN("%s: completion error without context: %s (%s)", device_name_.c_str(),
                 fi_strerror(error.err), detail != nullptr ? detail : "");
@@ -184,6 +293,12 @@ ncclResult_t Endpoint::insert_address(const uint8_t* address, size_t size, fi_ad
         "providers?)",
         device_name_.c_str(), problem.c_str());
     return ncclInvalidArgument;
+  }
+  // shm maps the region the address names: a stale or forged one crashes it.
+  if (!peer_address_usable(provider_name_, address, size, &problem)) {
+    WEFT_WARN("%s: cannot use peer %s: %s", device_name_.c_str(),
+              address_to_string(address, size).c_str(), problem.c_str());
+    return ncclRemoteError;
   }
   fi_addr_t fi_addr = FI_ADDR_NOTAVAIL;
   int inserted;
@@ -260,7 +375,7 @@ std::string Endpoint::address_to_string(const uint8_t* address, size_t size) con
 
 uint32_t Endpoint::next_id() {
   for (;;) {
-    uint32_t id = next_id_.fetch_add(1, std::memory_order_relaxed) & 0x7fffffffu;
+    uint32_t id = next_id_.fetch_add(1, std::memory_order_relaxed) & kMaxCommId;
     if (id != 0) return id;
   }
 }

@@ -15,19 +15,35 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/comm_close.h"
 #include "nccl/types.h"
 #include "ofi/completion.h"
 #include "ofi/fabric_ptr.h"
+#include "ofi/memory_region.h"
 #include "weft/transport.h"
 
+namespace weft::cuda {
+class Driver;
+}
+
 namespace weft::ofi {
+
+// How iflush makes data the NIC wrote into GPU memory visible to the GPU.
+enum class FlushMethod { None, Read, Cuda };
 
 struct EndpointOptions {
   int cq_read_count = 16;
   int cq_size = 8192;
+  bool mr_cache = true;
+  int mr_cache_max_entries = 65536;
+  // GPU memory: the driver when CUDA registration works on this device.
+  const cuda::Driver* cuda = nullptr;
+  std::string gpu_off_reason = "GPU memory support is off";
+  bool dmabuf = false;  // dma-buf registration probed to work
+  FlushMethod flush = FlushMethod::None;
 };
 
-class Endpoint {
+class Endpoint final : public Poller, public OrphanKeeper {
  public:
   // Opens everything for `info` (one device). Logs and returns an error on
   // failure, naming the device and the call that failed.
@@ -39,7 +55,7 @@ class Endpoint {
 
   // Reads a batch of completions and dispatches them. Returns an error only
   // when the completion queue itself fails.
-  ncclResult_t poll();
+  ncclResult_t poll() override;
 
   // Address vector entry for a peer's raw address; cached so reconnecting to
   // the same peer does not grow the AV.
@@ -54,7 +70,7 @@ class Endpoint {
   // Keeps a closed comm whose operations could not be finished or cancelled
   // in time: its memory must stay valid until the endpoint stops producing
   // completions.
-  void adopt(std::unique_ptr<Comm> orphan);
+  void adopt(std::unique_ptr<Comm> orphan) override;
 
   // Data operations. The domain is opened FI_THREAD_DOMAIN and every call
   // into it goes through io_mutex_: one uncontended lock is cheaper than
@@ -65,15 +81,29 @@ class Endpoint {
   ssize_t inject(const void* buffer, size_t size, fi_addr_t peer, uint64_t tag);
   ssize_t receive(void* buffer, size_t size, void* descriptor, uint64_t tag, OpContext* context);
   void cancel(OpContext* context);
-  int register_region(void* data, size_t size, fid_mr** mr);
+  // Registers [start, start + length) as `source` describes (`data` is
+  // where NCCL's buffer begins, for dma-buf offsets). On failure returns the
+  // provider's negative error and the call that failed.
+  int register_region(void* start, size_t length, const MemorySource& source, const void* data,
+                      Registration* out, const char** failed_call);
   int close_region(fid_mr* mr);
+  RegistrationCache& registration_cache() { return *registration_cache_; }
+  size_t page_size() const { return page_size_; }
+  const cuda::Driver* cuda() const { return gpu_memory_ ? cuda_ : nullptr; }
+  bool gpu_memory() const { return gpu_memory_; }
+  bool dmabuf() const { return dmabuf_; }
+  const std::string& gpu_off_reason() const { return gpu_off_reason_; }
+  FlushMethod flush_method() const { return flush_; }
+  // Reads a few bytes of `data` (inside `registration`) into host memory
+  // through the NIC, to this endpoint itself: the flush NCCL wants after the
+  // NIC wrote GPU memory.
+  ssize_t flush_read(const void* data, const Registration& registration, OpContext* context);
   const uint8_t* local_address() const { return local_address_; }
   size_t local_address_size() const { return local_address_size_; }
   const std::string& device_name() const { return device_name_; }
   const std::string& provider_name() const { return provider_name_; }
   // Sends up to this size complete on return (fi_tinject), with no completion.
   size_t inject_size() const { return inject_size_; }
-  bool needs_local_mr() const { return (mr_mode_ & FI_MR_LOCAL) != 0; }
   // After a truncated or failed connection some providers cannot use the
   // connection again (tcp loses its place in the byte stream): new comms on
   // this device then get a fresh endpoint, and so a fresh connection.
@@ -82,12 +112,26 @@ class Endpoint {
 
  private:
   Endpoint() = default;
+  ncclResult_t open_flush_target();
 
   FabricPtr<fid_fabric> fabric_;
   FabricPtr<fid_domain> domain_;
   FabricPtr<fid_av> av_;
   FabricPtr<fid_cq> cq_;
   FabricPtr<fid_ep> ep_;
+  std::unique_ptr<RegistrationCache> registration_cache_;
+  const cuda::Driver* cuda_ = nullptr;
+  bool gpu_memory_ = false;
+  bool dmabuf_ = false;
+  std::string gpu_off_reason_;
+  FlushMethod flush_ = FlushMethod::None;
+  bool rma_ = false;
+  size_t page_size_ = 4096;
+  // Target of flush reads, registered once; fi_addr of this endpoint.
+  uint64_t flush_buffer_[8] = {};
+  fid_mr* flush_mr_ = nullptr;
+  void* flush_descriptor_ = nullptr;
+  fi_addr_t self_ = FI_ADDR_UNSPEC;
   std::string device_name_;
   std::string provider_name_;
   uint64_t mr_mode_ = 0;

@@ -43,6 +43,14 @@ struct FidCloser {
 template <typename T>
 using FabricPtr = std::unique_ptr<T, FidCloser>;
 
+// The libfabric API version weft asks for: what it was built against, or
+// the library's own if that is older.
+inline uint32_t fabric_api_version() {
+  uint32_t built = FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION);
+  uint32_t running = fi_version();
+  return running < built ? running : built;
+}
+
 struct InfoDeleter {
   void operator()(fi_info* info) const { fi_freeinfo(info); }
 };

@@ -26,7 +26,7 @@ OfiListenComm::~OfiListenComm() {
 
 ncclResult_t OfiListenComm::start() {
   ncclResult_t result =
-      register_memory(*endpoint_, buffer_, sizeof(buffer_), NCCL_PTR_HOST, &region_);
+      register_memory(*endpoint_, buffer_, sizeof(buffer_), MemorySource{}, &region_);
   if (result != ncclSuccess) return result;
   return post_request_receive();
 }
@@ -96,13 +96,11 @@ void OfiListenComm::close() {
   if (accepting_) accepting_.release()->close();
   if (posted_ && !arrived_.load(std::memory_order_acquire)) {
     endpoint_->cancel(&op_);
-    bool idle = drain(*endpoint_, close_timeout_ms_,
-                      [this] { return arrived_.load(std::memory_order_acquire); });
-    if (!idle) {
-      std::shared_ptr<Endpoint> keep = std::move(endpoint_);
-      keep->adopt(std::unique_ptr<Comm>(this));
-      return;
-    }
+    std::shared_ptr<Endpoint> endpoint = endpoint_;
+    finish_close(
+        this, *endpoint, *endpoint, close_timeout_ms_,
+        [this] { return arrived_.load(std::memory_order_acquire); }, [this] { endpoint_.reset(); });
+    return;
   }
   delete this;
 }

@@ -1,38 +1,143 @@
 #include "ofi/memory_region.h"
 
 #include <rdma/fi_errno.h>
+#include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <memory>
 
+#include "core/cuda/cuda_driver.h"
 #include "ofi/endpoint.h"
 #include "weft/log.h"
 
 namespace weft::ofi {
+namespace {
 
-ncclResult_t register_memory(Endpoint& endpoint, void* data, size_t size, int type,
-                             void** mhandle) {
-  *mhandle = nullptr;
-  if (type != NCCL_PTR_HOST) {
-    WEFT_WARN(
-        "%s: cannot register memory of type %d at %p: this build supports host memory "
-        "only (ptrSupport=HOST)",
-        endpoint.device_name().c_str(), type, data);
+const char* type_name(int type) {
+  return type == NCCL_PTR_CUDA ? "GPU" : "host";
+}
+
+// The likely fix for a failed registration, for the log.
+std::string registration_hint(const Endpoint& endpoint, const MemorySource& source, int rc) {
+  if (source.dmabuf_fd >= 0) {
+    return "dma-buf registration needs Linux >= 5.12, a GPU driver and NIC that support it, and "
+           "libfabric >= 1.20 with FI_HMEM; set WEFT_DMABUF=0 to register GPU memory by address";
+  }
+  if (source.type == NCCL_PTR_CUDA) {
+    if (rc == -FI_ENOSYS || rc == -FI_EOPNOTSUPP || rc == -FI_EINVAL) {
+      return "provider " + endpoint.provider_name() +
+             " cannot register CUDA memory here: is this libfabric built with CUDA "
+             "(FI_HMEM), and is GPUDirect RDMA available (nvidia-peermem loaded, or dma-buf)?";
+    }
+    return "check GPUDirect RDMA support (nvidia-peermem or dma-buf) for this GPU and NIC";
+  }
+  if (rc == -FI_ENOMEM || rc == -ENOMEM || rc == -FI_EPERM || rc == -EPERM) {
+    return "the locked-memory limit is probably too low: check `ulimit -l` (unlimited is usual on "
+           "RDMA hosts)";
+  }
+  return "check the provider's memory registration limits";
+}
+
+}  // namespace
+
+ncclResult_t classify_memory(Endpoint& endpoint, void* data, size_t size, int type,
+                             MemorySource* source) {
+  *source = MemorySource{};
+  source->type = type;
+  if (type == NCCL_PTR_HOST) return ncclSuccess;
+  if (type != NCCL_PTR_CUDA) {
+    WEFT_WARN("%s: cannot register %zu bytes at %p: unsupported memory type %d",
+              endpoint.device_name().c_str(), size, data, type);
     return ncclInvalidArgument;
   }
+  if (!endpoint.gpu_memory()) {
+    WEFT_WARN("%s: cannot register %zu bytes of GPU memory at %p: %s",
+              endpoint.device_name().c_str(), size, data, endpoint.gpu_off_reason().c_str());
+    return ncclInvalidUsage;
+  }
+  const cuda::Driver& cuda = *endpoint.cuda();
+  cuda::PointerInfo info;
+  std::string error;
+  if (!cuda.classify(data, &info, &error)) {
+    WEFT_WARN("%s: cannot register %zu bytes of GPU memory at %p: %s",
+              endpoint.device_name().c_str(), size, data, error.c_str());
+    return ncclUnhandledCudaError;
+  }
+  if (!info.device) {
+    WEFT_WARN(
+        "%s: NCCL asked to register %zu bytes at %p as GPU memory, but CUDA does not know that "
+        "address as device memory",
+        endpoint.device_name().c_str(), size, data);
+    return ncclInvalidArgument;
+  }
+  source->device = info.ordinal;
+  source->buffer_id = info.buffer_id;
+  source->allocation_start = info.base;
+  source->allocation_size = info.size;
+  // As NCCL's own transports do: CUDA copies then synchronise with RDMA.
+  if (!cuda.set_sync_memops(data, &error)) {
+    WEFT_INFO(NCCL_NET, "%s: could not set SYNC_MEMOPS on %p: %s", endpoint.device_name().c_str(),
+              data, error.c_str());
+  }
+  return ncclSuccess;
+}
+
+ncclResult_t register_memory(Endpoint& endpoint, void* data, size_t size, MemorySource source,
+                             void** mhandle) {
+  *mhandle = nullptr;
   auto region = std::make_unique<MemoryRegion>();
+  region->type = source.type;
   region->base = data;
   region->size = size;
-  if (endpoint.needs_local_mr() && size > 0) {
-    fid_mr* mr = nullptr;
-    int rc = endpoint.register_region(data, size, &mr);
-    if (rc != 0) {
-      WEFT_WARN("%s: registering %zu bytes of host memory at %p failed: %s (%d)",
-                endpoint.device_name().c_str(), size, data, fi_strerror(-rc), rc);
-      return ncclSystemError;
-    }
-    region->mr = mr;
-    region->descriptor = fi_mr_desc(mr);
+  region->cache = &endpoint.registration_cache();
+  if (size == 0 || data == nullptr) {
+    *mhandle = region.release();  // nothing to register: no operation will touch it
+    return ncclSuccess;
   }
+
+  MrKey key;
+  if (source.dmabuf_fd >= 0) {
+    // A dma-buf covers what NCCL exported, no more: register exactly that.
+    key.start = reinterpret_cast<uintptr_t>(data);
+    key.end = key.start + size;
+  } else {
+    key = page_aligned_key(data, size, endpoint.page_size());
+    if (source.allocation_size > 0) {
+      // GPU allocations need not be page-aligned for the host's page size.
+      key.start = std::max<uintptr_t>(key.start, source.allocation_start);
+      key.end = std::min<uintptr_t>(key.end, source.allocation_start + source.allocation_size);
+    }
+  }
+  key.memory_type = source.type;
+  key.device = source.device;
+  key.buffer_id = source.buffer_id;
+
+  RegistrationCache& cache = endpoint.registration_cache();
+  if (RegistrationCache::Entry* entry = cache.acquire(key)) {
+    region->entry = entry;
+    region->descriptor = entry->registration.descriptor;
+    *mhandle = region.release();
+    return ncclSuccess;
+  }
+
+  Registration registration;
+  const char* failed_call = nullptr;
+  int rc = endpoint.register_region(reinterpret_cast<void*>(key.start), key.end - key.start, source,
+                                    data, &registration, &failed_call);
+  if (rc != 0) {
+    WEFT_WARN("%s: registering %zu bytes of %s memory at %p%s failed: %s: %s (%d). %s",
+              endpoint.device_name().c_str(), size, type_name(source.type), data,
+              source.type == NCCL_PTR_CUDA ? (" (CUDA device " + std::to_string(source.device) +
+                                              (source.dmabuf_fd >= 0 ? ", dma-buf" : "") + ")")
+                                                 .c_str()
+                                           : "",
+              failed_call, fi_strerror(-rc), rc, registration_hint(endpoint, source, rc).c_str());
+    return source.type == NCCL_PTR_CUDA ? ncclUnhandledCudaError : ncclSystemError;
+  }
+  region->entry = cache.insert(key, registration);
+  if (region->entry == nullptr) region->own = registration;
+  region->descriptor = registration.descriptor;
   *mhandle = region.release();
   return ncclSuccess;
 }
@@ -41,13 +146,20 @@ ncclResult_t deregister_memory(Endpoint* endpoint, const std::string& device_nam
   if (mhandle == nullptr) return ncclSuccess;
   auto* region = static_cast<MemoryRegion*>(mhandle);
   if (region->magic != MemoryRegion::kMagic) {
-    WEFT_WARN("%s: deregMr called with an invalid handle %p", device_name.c_str(), mhandle);
+    WEFT_WARN("%s: deregMr called with an invalid handle %p (already deregistered?)",
+              device_name.c_str(), mhandle);
     return ncclInvalidArgument;
   }
   region->magic = 0;
+  Registration last;
+  if (region->entry != nullptr) {
+    if (!region->cache->release(region->entry, &last)) last = Registration{};
+  } else {
+    last = region->own;
+  }
   ncclResult_t result = ncclSuccess;
-  if (region->mr != nullptr) {
-    int rc = endpoint != nullptr ? endpoint->close_region(region->mr) : fi_close(&region->mr->fid);
+  if (last.mr != nullptr) {
+    int rc = endpoint != nullptr ? endpoint->close_region(last.mr) : fi_close(&last.mr->fid);
     if (rc != 0) {
       WEFT_WARN("%s: deregistering memory at %p failed: %s", device_name.c_str(), region->base,
                 fi_strerror(-rc));

@@ -1,6 +1,7 @@
-// Memory registration on a device's domain. Providers that need local
-// registration (FI_MR_LOCAL) get a real fi_mr; others get a handle with no
-// descriptor, so NCCL's regMr/deregMr pairs work the same everywhere.
+// Memory registration on a device's domain. Every regMr becomes an fi_mr
+// (shared through the domain's cache) so descriptors can be passed on every
+// provider, whatever its mr_mode asks for; GPU memory is registered with its
+// HMEM interface and device, or from a dma-buf fd.
 #pragma once
 
 #include <rdma/fi_domain.h>
@@ -8,22 +9,53 @@
 #include <cstdint>
 #include <string>
 
+#include "core/mr_cache.h"
 #include "nccl/types.h"
 
 namespace weft::ofi {
 
 class Endpoint;
 
+// One fi_mr, possibly shared by several handles through the cache.
+struct Registration {
+  fid_mr* mr = nullptr;
+  void* descriptor = nullptr;
+  uint64_t key = 0;     // remote key (fi_mr_key)
+  uintptr_t start = 0;  // first byte registered
+};
+using RegistrationCache = MrCache<Registration>;
+
+// What regMr/regMrDmaBuf were given, after classification.
+struct MemorySource {
+  int type = NCCL_PTR_HOST;        // NCCL_PTR_HOST or NCCL_PTR_CUDA
+  int device = -1;                 // CUDA ordinal
+  uint64_t buffer_id = 0;          // CUDA allocation id
+  uintptr_t allocation_start = 0;  // CUDA allocation bounds, 0 when unknown
+  size_t allocation_size = 0;
+  int dmabuf_fd = -1;  // >= 0: register from this dma-buf (not kept)
+  uint64_t dmabuf_offset = 0;
+};
+
+// NCCL's mhandle.
 struct MemoryRegion {
   static constexpr uint32_t kMagic = 0x574d5247;  // "WMRG"
   uint32_t magic = kMagic;
-  fid_mr* mr = nullptr;
-  void* descriptor = nullptr;
+  int type = NCCL_PTR_HOST;
   void* base = nullptr;
   size_t size = 0;
+  void* descriptor = nullptr;  // copied from the registration for the data path
+  RegistrationCache* cache = nullptr;
+  RegistrationCache::Entry* entry = nullptr;  // shared registration, or
+  Registration own;                           // one of its own (cache full or off)
+
+  const Registration& registration() const { return entry != nullptr ? entry->registration : own; }
 };
 
-ncclResult_t register_memory(Endpoint& endpoint, void* data, size_t size, int type, void** mhandle);
+ncclResult_t register_memory(Endpoint& endpoint, void* data, size_t size, MemorySource source,
+                             void** mhandle);
+// Classifies `data` (host or CUDA, device, allocation) for register_memory.
+ncclResult_t classify_memory(Endpoint& endpoint, void* data, size_t size, int type,
+                             MemorySource* source);
 // `endpoint` may be null for comms left to their endpoint, which deregister
 // while it closes (single-threaded by then).
 ncclResult_t deregister_memory(Endpoint* endpoint, const std::string& device_name, void* mhandle);

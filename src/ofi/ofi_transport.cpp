@@ -1,9 +1,9 @@
 #include "ofi/ofi_transport.h"
 
-#include <chrono>
 #include <cstring>
-#include <random>
 
+#include "core/cuda/cuda_driver.h"
+#include "core/hash.h"
 #include "ofi/connection_messages.h"
 #include "ofi/listen_comm.h"
 #include "weft/log.h"
@@ -16,10 +16,14 @@ ncclResult_t OfiTransport::create(const Params& params, std::unique_ptr<Transpor
   if (result != ncclSuccess) return result;
   std::unique_ptr<OfiTransport> transport(new OfiTransport());
   transport->params_ = params;
+  if (params.gpu != "off") transport->cuda_ = cuda::Driver::shared(params.cuda_lib);
   for (auto& found : discovered) {
     auto device = std::make_unique<Device>();
-    device->provider_hash = hash_name(std::string(found.info->fabric_attr->prov_name) + "/" +
-                                      std::to_string(found.info->addr_format));
+    found.properties.reg_is_global = params.mr_cache;
+    found.properties.force_flush = params.force_flush;
+    device->gpu = enable_gpu_memory(&found, transport->cuda_, params);
+    device->provider_hash = fnv1a_32(std::string(found.info->fabric_attr->prov_name) + "/" +
+                                     std::to_string(found.info->addr_format));
     WEFT_INFO(NCCL_INIT, "device %zu: %s (provider %s, %d Mbps%s%s)", transport->devices_.size(),
               found.properties.name.c_str(), found.info->fabric_attr->prov_name,
               found.properties.speed_mbps, found.properties.pci_path.empty() ? "" : ", ",
@@ -27,20 +31,13 @@ ncclResult_t OfiTransport::create(const Params& params, std::unique_ptr<Transpor
     device->discovered = std::move(found);
     transport->devices_.push_back(std::move(device));
   }
-  // Cookies from another process or an earlier transport must not match.
-  std::random_device random;
-  transport->cookie_base_ =
-      (static_cast<uint64_t>(random()) << 32) ^
-      static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
   *out = std::move(transport);
   return ncclSuccess;
 }
 
 OfiTransport::~OfiTransport() {
-  std::lock_guard<std::mutex> lock(pending_mutex_);
   // Connections that never completed: do not wait for peers that may not exist.
-  for (auto& entry : pending_) entry.second.release()->close_within(0);
-  pending_.clear();
+  pending_.abandon_all([](OfiSendComm* comm) { comm->close_within(0); });
 }
 
 bool OfiTransport::valid_device(int dev, const char* caller) const {
@@ -69,6 +66,12 @@ ncclResult_t OfiTransport::endpoint_for(int dev, std::shared_ptr<Endpoint>* out)
     EndpointOptions options;
     options.cq_read_count = static_cast<int>(params_.ofi_cq_read_count);
     options.cq_size = static_cast<int>(params_.ofi_cq_size);
+    options.mr_cache = params_.mr_cache;
+    options.mr_cache_max_entries = static_cast<int>(params_.mr_cache_max_entries);
+    options.cuda = device.gpu.cuda ? cuda_ : nullptr;
+    options.gpu_off_reason = device.gpu.off_reason;
+    options.dmabuf = device.gpu.dmabuf;
+    options.flush = device.gpu.flush;
     ncclResult_t result = Endpoint::open(device.discovered.info.get(),
                                          device.discovered.properties.name, options, &endpoint);
     if (result != ncclSuccess) return result;
@@ -97,10 +100,11 @@ ncclResult_t OfiTransport::listen(int dev, void* handle, ListenComm** listen_com
     return result;
   }
   ListenHandle encoded;
-  encoded.provider_hash = devices_[dev]->provider_hash;
+  encoded.transport = TransportId::Ofi;
+  encoded.fingerprint = devices_[dev]->provider_hash;
   encoded.listen_id = listen_id;
-  encoded.address_size = static_cast<uint8_t>(endpoint->local_address_size());
-  std::memcpy(encoded.address, endpoint->local_address(), encoded.address_size);
+  encoded.payload_size = static_cast<uint8_t>(endpoint->local_address_size());
+  std::memcpy(encoded.payload, endpoint->local_address(), encoded.payload_size);
   encode_handle(encoded, handle);
   *listen_comm = comm.release();
   return ncclSuccess;
@@ -111,12 +115,12 @@ ncclResult_t OfiTransport::connect(int dev, const CommConfig&, void* handle, Sen
   if (!valid_device(dev, "connect")) return ncclInvalidArgument;
   ListenHandle decoded;
   std::string error;
-  if (!decode_handle(handle, kHandleSize, &decoded, &error)) {
+  if (!decode_handle(handle, kHandleSize, TransportId::Ofi, &decoded, &error)) {
     WEFT_WARN("connect on %s: %s", devices_[dev]->discovered.properties.name.c_str(),
               error.c_str());
     return ncclInvalidArgument;
   }
-  if (decoded.provider_hash != devices_[dev]->provider_hash) {
+  if (decoded.fingerprint != devices_[dev]->provider_hash) {
     WEFT_WARN(
         "connect on %s: the peer listens with a different libfabric provider or address "
         "format than this device (%s); set the same WEFT_OFI_PROVIDER on every node",
@@ -125,16 +129,8 @@ ncclResult_t OfiTransport::connect(int dev, const CommConfig&, void* handle, Sen
     return ncclInvalidUsage;
   }
 
-  std::unique_ptr<OfiSendComm> comm;
   uint64_t cookie = decoded.connect_cookie;
-  {
-    std::lock_guard<std::mutex> lock(pending_mutex_);
-    auto it = cookie == 0 ? pending_.end() : pending_.find(cookie);
-    if (it != pending_.end()) {
-      comm = std::move(it->second);
-      pending_.erase(it);
-    }
-  }
+  std::unique_ptr<OfiSendComm> comm = pending_.take(cookie);
   if (!comm) {
     std::shared_ptr<Endpoint> endpoint;
     ncclResult_t result = endpoint_for(dev, &endpoint);
@@ -142,14 +138,12 @@ ncclResult_t OfiTransport::connect(int dev, const CommConfig&, void* handle, Sen
     CommSetup setup;
     setup.endpoint = endpoint;
     setup.close_timeout_ms = static_cast<int>(params_.close_timeout_ms);
-    setup.peer_name = endpoint->address_to_string(decoded.address, decoded.address_size);
-    result = endpoint->insert_address(decoded.address, decoded.address_size, &setup.peer);
+    setup.peer_name = endpoint->address_to_string(decoded.payload, decoded.payload_size);
+    result = endpoint->insert_address(decoded.payload, decoded.payload_size, &setup.peer);
     if (result != ncclSuccess) return result;
     comm = std::make_unique<OfiSendComm>(std::move(setup), endpoint->next_id(), decoded.listen_id,
                                          static_cast<int>(params_.connect_timeout_ms));
-    std::lock_guard<std::mutex> lock(pending_mutex_);
-    cookie = cookie_base_ + next_cookie_++;
-    if (cookie == 0) cookie = cookie_base_ + next_cookie_++;
+    cookie = pending_.new_cookie();
   }
 
   bool connected = false;
@@ -165,8 +159,7 @@ ncclResult_t OfiTransport::connect(int dev, const CommConfig&, void* handle, Sen
     return ncclSuccess;
   }
   store_connect_cookie(handle, cookie);
-  std::lock_guard<std::mutex> lock(pending_mutex_);
-  pending_.emplace(cookie, std::move(comm));
+  pending_.park(cookie, std::move(comm));
   return ncclSuccess;
 }
 

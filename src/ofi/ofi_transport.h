@@ -4,10 +4,11 @@
 
 #include <memory>
 #include <mutex>
-#include <unordered_map>
 #include <vector>
 
+#include "core/connect_cookies.h"
 #include "ofi/endpoint.h"
+#include "ofi/gpu_support.h"
 #include "ofi/provider_discovery.h"
 #include "ofi/send_comm.h"
 #include "weft/params.h"
@@ -31,6 +32,7 @@ class OfiTransport final : public Transport {
   struct Device {
     DiscoveredDevice discovered;
     uint32_t provider_hash = 0;
+    GpuSupport gpu;
     std::mutex mutex;
     // Weak: an endpoint lives exactly as long as comms use it, so nothing
     // of the provider stays open once every comm is closed (NCCL may unload
@@ -43,13 +45,10 @@ class OfiTransport final : public Transport {
   bool valid_device(int dev, const char* caller) const;
 
   Params params_;
+  const cuda::Driver* cuda_ = nullptr;
   std::vector<std::unique_ptr<Device>> devices_;
-  std::mutex pending_mutex_;
-  // Connections whose acknowledgement has not arrived, keyed by the cookie
-  // stored in the caller's copy of the handle.
-  std::unordered_map<uint64_t, std::unique_ptr<OfiSendComm>> pending_;
-  uint64_t cookie_base_ = 0;
-  uint64_t next_cookie_ = 1;
+  // Connections whose acknowledgement has not arrived.
+  PendingConnects<OfiSendComm> pending_;
 };
 
 }  // namespace weft::ofi

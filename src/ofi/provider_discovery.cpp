@@ -6,11 +6,11 @@
 #include <climits>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <set>
 #include <sstream>
 
-#include "ofi/connection_messages.h"
+#include "core/hash.h"
+#include "core/sysfs.h"
 #include "weft/log.h"
 
 namespace weft::ofi {
@@ -32,13 +32,20 @@ std::string core_provider(const std::string& provider_name) {
   return provider_name.substr(0, provider_name.find(';'));
 }
 
-InfoPtr make_hints(const std::string& provider) {
+}  // namespace
+
+InfoPtr make_hints(const std::string& provider, uint64_t extra_caps, uint64_t extra_mr_mode) {
   InfoPtr hints(fi_allocinfo());
   if (!hints) return hints;
-  hints->caps = FI_TAGGED | FI_SEND | FI_RECV;
+  hints->caps = FI_TAGGED | FI_SEND | FI_RECV | extra_caps;
   hints->mode = FI_CONTEXT | FI_CONTEXT2;
   hints->ep_attr->type = FI_EP_RDM;
-  hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
+  // Every mode an RDM provider may ask for (EFA: LOCAL, VIRT_ADDR, ALLOCATED,
+  // PROV_KEY; cxi and others: ENDPOINT). weft registers every buffer NCCL
+  // gives it and passes descriptors everywhere, so all of them are handled.
+  // FI_MR_RAW is not: weft exchanges no keys yet.
+  hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY |
+                                FI_MR_ENDPOINT | extra_mr_mode;
   hints->domain_attr->threading = FI_THREAD_DOMAIN;  // weft serializes per endpoint
   // Each message carries its size as immediate data (at least 4 bytes).
   hints->domain_attr->cq_data_size = 4;
@@ -49,47 +56,33 @@ InfoPtr make_hints(const std::string& provider) {
   return hints;
 }
 
-std::string sysfs_realpath(const std::string& path) {
-  char resolved[PATH_MAX];
-  if (realpath(path.c_str(), resolved) == nullptr) return {};
-  return resolved;
-}
+namespace {
 
 std::string pci_path_of(const fi_info* info) {
   if (info->nic != nullptr && info->nic->bus_attr != nullptr &&
       info->nic->bus_attr->bus_type == FI_BUS_PCI) {
     const fi_pci_attr& pci = info->nic->bus_attr->attr.pci;
-    char name[64];
-    std::snprintf(name, sizeof(name), "/sys/bus/pci/devices/%04x:%02x:%02x.%x", pci.domain_id,
-                  pci.bus_id, pci.device_id, pci.function_id);
-    return sysfs_realpath(name);
+    return sysfs::pci_path(pci.domain_id, pci.bus_id, pci.device_id, pci.function_id);
   }
   // Software providers name a netdev as their domain: use its PCI device if
   // it has one (virtual devices such as lo or veth do not).
-  std::string device =
-      sysfs_realpath("/sys/class/net/" + std::string(info->domain_attr->name) + "/device");
-  if (device.find("/pci") == std::string::npos) return {};
-  return device;
+  return sysfs::netdev_pci_path(info->domain_attr->name);
 }
 
-int speed_mbps_of(const fi_info* info) {
+// The link's speed, else the provider's, else the documented default: a
+// speed of 0 makes NCCL assume 10 Gbps and treat the device as slow.
+int speed_mbps_of(const fi_info* info, const Params& params) {
+  int mbps = sysfs::netdev_speed_mbps(info->domain_attr->name);
+  if (mbps > 0) return mbps;
   if (info->nic != nullptr && info->nic->link_attr != nullptr && info->nic->link_attr->speed > 0) {
     return static_cast<int>(std::min<uint64_t>(info->nic->link_attr->speed / 1000000, INT_MAX));
   }
-  std::ifstream speed("/sys/class/net/" + std::string(info->domain_attr->name) + "/speed");
-  int mbps = 0;
-  if (speed >> mbps && mbps > 0) return mbps;
-  return 0;  // unknown: NCCL assumes 10 Gbps
+  return static_cast<int>(params.default_speed_mbps);
 }
 
 uint64_t guid_of(const std::string& provider, const std::string& domain) {
   // Stable per provider and domain, so NCCL sees one port per device.
-  uint64_t hash = 1469598103934665603ull;
-  for (unsigned char c : provider + "/" + domain) {
-    hash ^= c;
-    hash *= 1099511628211ull;
-  }
-  return hash;
+  return fnv1a_64(provider + "/" + domain);
 }
 
 DeviceProperties properties_of(const fi_info* info, const std::string& name, const Params& params) {
@@ -98,7 +91,7 @@ DeviceProperties properties_of(const fi_info* info, const std::string& name, con
   props.pci_path = pci_path_of(info);
   props.guid = guid_of(info->fabric_attr->prov_name, info->domain_attr->name);
   props.ptr_support = NCCL_PTR_HOST;
-  props.speed_mbps = speed_mbps_of(info);
+  props.speed_mbps = speed_mbps_of(info, params);
   props.port = 1;
   props.latency_us = 0;
   props.max_comms = 1 << 20;
@@ -141,10 +134,10 @@ bool domain_selected(const std::string& filter, const std::string& domain) {
 ncclResult_t discover_devices(const Params& params, std::vector<DiscoveredDevice>* devices) {
   devices->clear();
   const std::string& provider = params.ofi_provider;
-  InfoPtr hints = make_hints(provider);
+  InfoPtr hints = make_hints(provider, 0, 0);
   if (!hints) return ncclSystemError;
   fi_info* found = nullptr;
-  int rc = fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, hints.get(), &found);
+  int rc = fi_getinfo(fabric_api_version(), nullptr, nullptr, 0, hints.get(), &found);
   InfoPtr all(found);
   if (rc != 0 || !all) {
     if (!provider.empty()) {
@@ -185,8 +178,12 @@ ncclResult_t discover_devices(const Params& params, std::vector<DiscoveredDevice
     std::string name = domain;
     bool seen = false;
     for (const auto& device : *devices) {
-      if (device.info->fabric_attr->prov_name == prov && device.info->domain_attr->name == domain) {
-        seen = true;  // later entries for a domain are less preferred variants
+      // Later entries for a domain are less preferred variants, also of the
+      // same core provider through a utility layer (libfabric 2.x lists
+      // "tcp" and "tcp;ofi_rxm" for one NIC): NCCL must see a NIC once.
+      if (core_provider(device.info->fabric_attr->prov_name) == core_provider(prov) &&
+          device.info->domain_attr->name == domain) {
+        seen = true;
       }
     }
     if (seen) continue;

@@ -17,6 +17,10 @@ struct DiscoveredDevice {
   DeviceProperties properties;
 };
 
+// What weft asks every provider for (RDM, tagged, send-after-send order,
+// 4 bytes of CQ data, every mr_mode it handles), plus `extra_caps`.
+InfoPtr make_hints(const std::string& provider, uint64_t extra_caps, uint64_t extra_mr_mode);
+
 // On failure logs what was found and which variable to set.
 ncclResult_t discover_devices(const Params& params, std::vector<DiscoveredDevice>* devices);
 

@@ -3,6 +3,7 @@
 #include <rdma/fi_errno.h>
 #include <rdma/fi_tagged.h>
 
+#include "core/cuda/cuda_driver.h"
 #include "ofi/tag_layout.h"
 #include "weft/log.h"
 
@@ -17,14 +18,14 @@ OfiRecvComm::OfiRecvComm(CommSetup setup, uint32_t local_id, uint32_t connector_
 ncclResult_t OfiRecvComm::post_ack(bool* posted) {
   *posted = false;
   if (!ack_posted_) {
-    if (control_descriptor() == nullptr && endpoint().needs_local_mr()) {
-      ncclResult_t result = register_control(ack_buffer_, sizeof(ack_buffer_));
+    if (!control_registered()) {
+      ncclResult_t result = register_control(&control_, sizeof(control_));
       if (result != ncclSuccess) return result;
     }
     ConnectAck ack;
     ack.recv_comm_id = local_id_;
-    encode_connect_ack(ack, ack_buffer_);
-    ssize_t rc = endpoint().send(ack_buffer_, sizeof(ack_buffer_), control_descriptor(), peer(),
+    encode_connect_ack(ack, control_.ack);
+    ssize_t rc = endpoint().send(control_.ack, sizeof(control_.ack), control_descriptor(), peer(),
                                  ack_tag(connector_id_), &ack_op_);
     if (rc == -FI_EAGAIN) return endpoint().poll();
     if (rc != 0) {
@@ -82,8 +83,15 @@ ncclResult_t OfiRecvComm::post_pending() {
   RecvRequest* req = partial_.request;
   while (partial_.next < req->count()) {
     int slot = partial_.next;
-    ssize_t rc = endpoint().receive(partial_.data[slot], req->posted_size(slot),
-                                    partial_.descriptors[slot], partial_.tags[slot], req->op(slot));
+    void* buffer = partial_.data[slot];
+    size_t length = req->posted_size(slot);
+    void* descriptor = partial_.descriptors[slot];
+    if (length == 0) {
+      buffer = control_.empty;
+      length = 1;
+      descriptor = control_descriptor();
+    }
+    ssize_t rc = endpoint().receive(buffer, length, descriptor, partial_.tags[slot], req->op(slot));
     if (rc == -FI_EAGAIN) return endpoint().poll();
     if (rc != 0) {
       WEFT_WARN("%s: irecv of %zu bytes from %s failed: %s", device_name().c_str(),
@@ -99,10 +107,82 @@ ncclResult_t OfiRecvComm::post_pending() {
   return ncclSuccess;
 }
 
-ncclResult_t OfiRecvComm::iflush(int, void**, const int*, void**, Request** request) {
-  // Host memory only: received data is already visible to the CPU.
+ncclResult_t OfiRecvComm::iflush(int n, void** data, const int* sizes, void** mhandles,
+                                 Request** request) {
+  // A NULL request tells NCCL there is nothing (left) to wait for.
   *request = nullptr;
+  FlushMethod method = endpoint().flush_method();
+  if (method == FlushMethod::None || data == nullptr || mhandles == nullptr) return ncclSuccess;
+  if (n < 1 || n > kMaxRecvs) {
+    WEFT_WARN("%s: iflush of %d buffers in one group, supported 1..%d", device_name().c_str(), n,
+              kMaxRecvs);
+    return ncclInvalidArgument;
+  }
+  // The NIC's writes to GPU memory land in order: reading back the last
+  // buffer that received data makes all of them visible. Host memory and
+  // empty receives need nothing.
+  const MemoryRegion* target = nullptr;
+  void* target_data = nullptr;
+  for (int i = 0; i < n; ++i) {
+    auto* region = static_cast<const MemoryRegion*>(mhandles[i]);
+    if (region == nullptr || (sizes != nullptr && sizes[i] <= 0)) continue;
+    if (region->magic != MemoryRegion::kMagic) {
+      WEFT_WARN("%s: iflush with an invalid memory handle %p", device_name().c_str(), mhandles[i]);
+      return ncclInvalidArgument;
+    }
+    if (region->type != NCCL_PTR_CUDA || region->size == 0) continue;
+    target = region;
+    target_data = data[i];
+  }
+  if (target == nullptr) return ncclSuccess;
+
+  if (method == FlushMethod::Cuda) {
+    std::string error;
+    if (!endpoint().cuda()->flush_rdma_writes(&error)) {
+      WEFT_WARN("%s: flushing GPUDirect RDMA writes failed: %s", device_name().c_str(),
+                error.c_str());
+      return ncclUnhandledCudaError;
+    }
+    return ncclSuccess;
+  }
+
+  FlushRequest* req = flush_pool_.acquire();
+  if (req == nullptr) {
+    WEFT_WARN("%s: more than %d flushes in flight on one comm (NCCL keeps at most %d)",
+              device_name().c_str(), kMaxRequests, kMaxRequests);
+    return ncclInternalError;
+  }
+  req->start(&flush_owner_, 1, /*is_send=*/true);
+  req->set_posted_size(0, 0);
+  for (;;) {
+    ssize_t rc = endpoint().flush_read(target_data, target->registration(), req->op(0));
+    if (rc == 0) break;
+    if (rc != -FI_EAGAIN) {
+      flush_pool_.release(req);
+      WEFT_WARN("%s: the flush read of GPU buffer %p failed: %s", device_name().c_str(),
+                target_data, fi_strerror((int)-rc));
+      return ncclSystemError;
+    }
+    ncclResult_t result = endpoint().poll();
+    if (result != ncclSuccess) {
+      flush_pool_.release(req);
+      return result;
+    }
+  }
+  *request = req;
   return ncclSuccess;
+}
+
+ncclResult_t OfiRecvComm::FlushOwner::progress() {
+  return comm->progress();
+}
+
+void OfiRecvComm::FlushOwner::recycle(Request* request) {
+  comm->flush_pool_.release(static_cast<FlushRequest*>(request));
+}
+
+ncclResult_t OfiRecvComm::FlushOwner::report_failure(int error, size_t, size_t, const char* text) {
+  return completion_failure("flush read", comm->endpoint(), comm->peer_name(), error, 0, 0, text);
 }
 
 ncclResult_t OfiRecvComm::progress() {
@@ -138,6 +218,8 @@ bool OfiRecvComm::in_flight() {
   for (size_t i = 0; i < kMaxRequests; ++i) {
     RecvRequest* req = pool_.at(i);
     if (pool_.is_used(req) && !req->finished()) return true;
+    FlushRequest* flush = flush_pool_.at(i);
+    if (flush_pool_.is_used(flush) && !flush->finished()) return true;
   }
   return false;
 }

@@ -5,9 +5,9 @@
 
 #include <atomic>
 
+#include "core/request_pool.h"
 #include "ofi/comm_base.h"
 #include "ofi/connection_messages.h"
-#include "request_pool.h"
 
 namespace weft::ofi {
 
@@ -36,6 +36,8 @@ class OfiRecvComm final : public CommBase<RecvComm>, public CompletionTarget {
 
  private:
   using RecvRequest = OfiRequest<kMaxRecvs>;
+  // A flush read; NCCL flushes at most once per receive.
+  using FlushRequest = OfiRequest<1>;
 
   // A grouped receive the provider has only partly accepted (EAGAIN): the
   // rest is posted by later progress, and no newer receive may overtake it.
@@ -55,9 +57,26 @@ class OfiRecvComm final : public CommBase<RecvComm>, public CompletionTarget {
   bool ack_posted_ = false;
   std::atomic<bool> ack_done_{false};
   OpContext ack_op_;
-  uint8_t ack_buffer_[kConnectAckSize] = {};
+  // Registered together. A 0-byte receive is posted into `empty` (1 byte):
+  // some providers (libfabric 2.x tcp) never complete a 0-length receive
+  // that a larger message matches; the sender's size, carried as immediate
+  // data, still turns such a message into a truncation error.
+  struct ControlBuffers {
+    uint8_t ack[kConnectAckSize];
+    uint8_t empty[8];
+  } control_{};
   PartialPost partial_;
   RequestPool<RecvRequest, kMaxRequests> pool_;
+  RequestPool<FlushRequest, kMaxRequests> flush_pool_;
+  // Flush requests go back to their own pool.
+  struct FlushOwner final : RequestOwner {
+    explicit FlushOwner(OfiRecvComm* owner) : comm(owner) {}
+    ncclResult_t progress() override;
+    void recycle(Request* request) override;
+    ncclResult_t report_failure(int error, size_t overflow_length, size_t posted_size,
+                                const char* text) override;
+    OfiRecvComm* comm;
+  } flush_owner_{this};
 };
 
 }  // namespace weft::ofi

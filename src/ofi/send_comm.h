@@ -5,9 +5,9 @@
 #include <atomic>
 #include <chrono>
 
+#include "core/request_pool.h"
 #include "ofi/comm_base.h"
 #include "ofi/connection_messages.h"
-#include "request_pool.h"
 
 namespace weft::ofi {
 

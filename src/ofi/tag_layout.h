@@ -9,12 +9,13 @@
 
 #include <cstdint>
 
+#include "core/comm_id.h"
+
 namespace weft::ofi {
 
 constexpr uint64_t kControlBit = 1ull << 63;
 constexpr uint64_t kConnectKind = 1ull << 62;
 constexpr uint64_t kAckKind = 1ull << 61;
-constexpr uint32_t kMaxCommId = 0x7fffffffu;
 
 constexpr uint64_t data_tag(uint32_t recv_comm_id, int nccl_tag) {
   return (static_cast<uint64_t>(recv_comm_id & kMaxCommId) << 32) | static_cast<uint32_t>(nccl_tag);

@@ -23,21 +23,31 @@ uint64_t pattern_key(int sender_rank, size_t size, size_t slot) {
 }
 
 void fill_pattern(void* buf, size_t size, uint64_t key) {
-  auto* p = static_cast<unsigned char*>(buf);
-  size_t words = size / 8;
-  for (size_t i = 0; i < words; ++i) {
-    uint64_t w = word(key, i);
-    memcpy(p + i * 8, &w, 8);
-  }
-  if (size % 8 != 0) {
-    uint64_t w = word(key, words);
-    memcpy(p + words * 8, &w, size % 8);
-  }
+  fill_pattern_at(buf, size, key, 0);
 }
 
 size_t find_mismatch(const void* buf, size_t size, uint64_t key) {
+  return find_mismatch_at(buf, size, key, 0);
+}
+
+void fill_pattern_at(void* buf, size_t len, uint64_t key, size_t at) {
+  auto* p = static_cast<unsigned char*>(buf);
+  const size_t first = at / 8;
+  size_t words = len / 8;
+  for (size_t i = 0; i < words; ++i) {
+    uint64_t w = word(key, first + i);
+    memcpy(p + i * 8, &w, 8);
+  }
+  if (len % 8 != 0) {
+    uint64_t w = word(key, first + words);
+    memcpy(p + words * 8, &w, len % 8);
+  }
+}
+
+size_t find_mismatch_at(const void* buf, size_t len, uint64_t key, size_t at) {
   auto* p = static_cast<const unsigned char*>(buf);
-  size_t words = size / 8;
+  const size_t first = at / 8;
+  size_t words = len / 8;
   // Branch-light scan in blocks; locate the exact byte only on failure.
   constexpr size_t kBlock = 64;
   for (size_t b = 0; b < words; b += kBlock) {
@@ -46,16 +56,16 @@ size_t find_mismatch(const void* buf, size_t size, uint64_t key) {
     for (size_t i = b; i < end; ++i) {
       uint64_t w;
       memcpy(&w, p + i * 8, 8);
-      diff |= w ^ word(key, i);
+      diff |= w ^ word(key, first + i);
     }
     if (diff != 0) {
       for (size_t off = b * 8; off < end * 8; ++off) {
-        if (p[off] != expected_byte(key, off)) return off;
+        if (p[off] != expected_byte(key, at + off)) return off;
       }
     }
   }
-  for (size_t off = words * 8; off < size; ++off) {
-    if (p[off] != expected_byte(key, off)) return off;
+  for (size_t off = words * 8; off < len; ++off) {
+    if (p[off] != expected_byte(key, at + off)) return off;
   }
   return SIZE_MAX;
 }

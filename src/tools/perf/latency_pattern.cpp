@@ -1,7 +1,9 @@
 // Ping-pong: rank 0 posts its receive, sends, waits for both; rank 1 echoes.
 // One message in flight; rank 0 times every iteration and reports the half
 // round trip. Rank 1 re-posts its next receive right after sending, so the
-// next ping never lands on an unposted receive. Runs on comm 0 only.
+// next ping never lands on an unposted receive. Runs on comm 0 only. With
+// GPU memory each receive is flushed (iflush) before it counts as done, as
+// NCCL's proxy does before handing the data to the GPU.
 #include <algorithm>
 #include <chrono>
 #include <vector>
@@ -21,7 +23,7 @@ class LatencyPattern final : public Pattern {
     return "latency: ping-pong on one comm, half round trip";
   }
 
-  SizeResult run(PatternContext& ctx, size_t size, int) override {
+  std::vector<SizeResult> run(PatternContext& ctx, size_t size, int) override {
     const int iters = timed_iterations(ctx.opts, size);
     const int warmup = warmup_iterations(ctx.opts, size);
     MessageBuffers& buffers = *ctx.buffers[0];
@@ -61,29 +63,37 @@ class LatencyPattern final : public Pattern {
       r.time_us = r.median_us;
       r.gbps = static_cast<double>(size) / (r.median_us * 1e3);
     }
-    return r;
+    return {r};
   }
 
  private:
   void ping(PatternContext& ctx, size_t size, size_t slots, int n, bool timed) {
     const bool check = ctx.opts.check;
+    const bool gpu = ctx.buffers[0]->gpu();
     Transport& t = ctx.transport;
     MessageBuffers& b = *ctx.buffers[0];
     int got[kMaxGroup] = {};
     for (int i = 0; i < n; ++i) {
       size_t slot = static_cast<size_t>(i) % slots;
+      void* rdata = b.recv_slot(size, slot);
+      void* rmr = b.recv_mr();
       auto t0 = std::chrono::steady_clock::now();
-      void* rreq =
-          post_recv_blocking(t, ctx.watch, 0, b.recv_slot(size, slot), size, 0, b.recv_mr());
+      void* rreq = post_recv_blocking(t, ctx.watch, 0, rdata, size, 0, rmr);
       void* sreq =
           post_send_blocking(t, ctx.watch, 0, b.send_slot(size, slot), size, 0, b.send_mr());
       bool sent = false;
       bool received = false;
-      while (!(sent && received)) {
+      void* flush = nullptr;  // GPU memory: the flush of the echo, until done
+      while (!(sent && received && flush == nullptr)) {
         if (!sent) sent = t.test(0, sreq, got);
         if (!received) {
           received = t.test(0, rreq, got);
-          if (received && check) check_completion_size("latency", size, got[0]);
+          if (received) {
+            if (check) check_completion_size("latency", size, got[0]);
+            if (gpu) flush = start_flush(t, ctx.flushes, 0, 1, &rdata, got, &rmr);
+          }
+        } else if (flush != nullptr && t.test(0, flush, got)) {
+          flush = nullptr;
         }
         ctx.watch.idle("waiting for the echo");
       }
@@ -98,6 +108,7 @@ class LatencyPattern final : public Pattern {
 
   void pong(PatternContext& ctx, size_t size, size_t slots, int n) {
     const bool check = ctx.opts.check;
+    const bool gpu = ctx.buffers[0]->gpu();
     Transport& t = ctx.transport;
     MessageBuffers& b = *ctx.buffers[0];
     void* rreq = post_recv_blocking(t, ctx.watch, 0, b.recv_slot(size, 0), size, 0, b.recv_mr());
@@ -106,6 +117,11 @@ class LatencyPattern final : public Pattern {
       size_t slot = static_cast<size_t>(i) % slots;
       int got = wait_request(t, ctx.watch, 0, rreq, "waiting for a ping");
       if (check) check_completion_size("latency", size, got);
+      if (gpu) {
+        void* data = b.recv_slot(size, static_cast<size_t>(i) % slots);
+        void* mr = b.recv_mr();
+        flush_blocking(t, ctx.flushes, ctx.watch, 0, 1, &data, &got, &mr);
+      }
       void* sreq =
           post_send_blocking(t, ctx.watch, 0, b.send_slot(size, slot), size, 0, b.send_mr());
       if (i + 1 < n) {

@@ -71,9 +71,16 @@ bool RecvStream::step() {
   const size_t depth = ring_.size();
   bool any = false;
   int got[kMaxGroup];
-  while (inflight_ > 0 && t_.test(comm_, ring_[head_], got)) {
-    if (spec_.check) {
-      for (int j = 0; j < spec_.group; ++j) check_completion_size(spec_.test, spec_.size, got[j]);
+  while (inflight_ > 0) {
+    if (flushing_ == nullptr) {
+      if (!t_.test(comm_, ring_[head_], got)) break;
+      if (spec_.check) {
+        for (int j = 0; j < spec_.group; ++j) check_completion_size(spec_.test, spec_.size, got[j]);
+      }
+      if (spec_.flush && !flushed(got)) break;
+    } else {
+      if (!t_.test(comm_, flushing_, got)) break;
+      flushing_ = nullptr;
     }
     head_ = (head_ + 1) % depth;
     --inflight_;
@@ -82,6 +89,25 @@ bool RecvStream::step() {
   }
   fill();
   return any;
+}
+
+bool RecvStream::flushed(const int* got) {
+  const int g = spec_.group;
+  void* data[kMaxGroup];
+  int sizes[kMaxGroup];
+  void* mrs[kMaxGroup];
+  for (int j = 0; j < g; ++j) {
+    size_t slot = (static_cast<size_t>(completed_) * g + j) % spec_.slots;
+    data[j] = buffers_.recv_slot(spec_.size, slot);
+    sizes[j] = got[j];
+    mrs[j] = buffers_.recv_mr();
+  }
+  flushing_ = start_flush(t_, spec_.flushes, comm_, g, data, sizes, mrs);
+  if (flushing_ == nullptr) return true;
+  int ignored[kMaxGroup];
+  if (!t_.test(comm_, flushing_, ignored)) return false;
+  flushing_ = nullptr;
+  return true;
 }
 
 }  // namespace weft::perf

@@ -2,7 +2,9 @@
 // keep up to `depth` requests posted, test the oldest, post again as they
 // finish. A NULL request from the transport means "no resources now": keep
 // testing and post later. step() never blocks, so one thread can drive the
-// streams of several comms.
+// streams of several comms. Receives into GPU memory are flushed the way
+// NCCL's proxy does it: iflush once the request completed, and the request's
+// buffers are free only when the flush request completed too.
 #pragma once
 
 #include <cstddef>
@@ -10,6 +12,10 @@
 
 #include "message_buffers.h"
 #include "transport.h"
+
+namespace weft::perf {
+struct FlushCounters;
+}
 
 namespace weft::perf {
 
@@ -21,6 +27,8 @@ struct StreamSpec {
   int group = 1;     // receives per request; the sender cycles tags 0..group-1
   int depth = 32;    // sends in flight; receive requests: depth / group
   bool check = true;
+  bool flush = false;  // GPU memory: iflush each completed receive request
+  FlushCounters* flushes = nullptr;
 };
 
 class SendStream {
@@ -57,7 +65,12 @@ class RecvStream {
   int comm_;
   MessageBuffers& buffers_;
   StreamSpec spec_;
+  // Flushes the oldest request's buffers (it completed with sizes got);
+  // false while the flush is still in flight.
+  bool flushed(const int* got);
+
   int requests_;
+  void* flushing_ = nullptr;  // the oldest request's flush, in flight
   std::vector<void*> ring_;
   size_t head_ = 0;
   size_t inflight_ = 0;

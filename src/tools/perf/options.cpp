@@ -1,5 +1,6 @@
 #include "options.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -45,7 +46,7 @@ std::vector<TestKind> parse_tests(const std::string& text) {
     std::string item = text.substr(start, comma == std::string::npos ? comma : comma - start);
     bool known = false;
     if (item == "all") {
-      tests.assign(std::begin(kAllTests), std::end(kAllTests));
+      tests.insert(tests.end(), std::begin(kTransferTests), std::end(kTransferTests));
       known = true;
     }
     for (TestKind t : kAllTests) {
@@ -57,7 +58,7 @@ std::vector<TestKind> parse_tests(const std::string& text) {
     if (!known) {
       throw UsageError(
           "--test expects a comma-separated list of latency, bw, bibw, rate, "
-          "grouped, or all; got '" +
+          "grouped, reg, or all; got '" +
           item + "'");
     }
     if (comma == std::string::npos) break;
@@ -112,13 +113,26 @@ const char* test_name(TestKind t) {
       return "rate";
     case TestKind::grouped:
       return "grouped";
+    case TestKind::reg:
+      return "reg";
   }
   return "?";
+}
+
+bool is_transfer_test(TestKind t) {
+  return t != TestKind::reg;
 }
 
 bool Options::runs(TestKind t) const {
   for (TestKind u : tests) {
     if (u == t) return true;
+  }
+  return false;
+}
+
+bool Options::runs_transfers() const {
+  for (TestKind u : tests) {
+    if (is_transfer_test(u)) return true;
   }
   return false;
 }
@@ -200,8 +214,9 @@ Usage:
   mpirun -np 2 weft-perf [options]               ranks from the launcher's variables
   srun -n 2 weft-perf [options]                  (no MPI library used; see below)
 The client takes the test parameters (tests, sizes, iterations, depth, comms,
-checking) from the server; transport options (--plugin/--abi/--dev or
---raw-ofi/--domain) are per host but both sides must use the same kind.
+checking, --mem, --dmabuf) from the server; transport options (--plugin/--abi/
+--dev or --raw-ofi/--domain, --cuda-lib) are per host but both sides must use
+the same kind.
 
 Transport:
   --plugin PATH        ncclNet plugin to load (default:
@@ -236,8 +251,8 @@ Ranks and bootstrap (a TCP connection carrying handles and control words):
   step, or to $WEFT_PERF_SERVER (e.g. mpirun -x WEFT_PERF_SERVER=node1).
 
 Tests:
-  --test LIST          comma-separated: latency, bw, bibw, rate, grouped, or
-                       all (default latency,bw)
+  --test LIST          comma-separated: latency, bw, bibw, rate, grouped, reg,
+                       or all (every test but reg; default latency,bw)
                        latency: ping-pong on comm 0, one message in flight,
                          half round trip (min, median, average, p99; the
                          average is what fi_pingpong's usec/xfer shows)
@@ -251,6 +266,14 @@ Tests:
                        grouped: bw into grouped receives (ncclNet irecv with
                          n > 1 buffers and tags 0..n-1), n = 1, 2, 4 ..
                          maxRecvs, or --group N
+                       reg: cost of regMr+deregMr on rank 0's send comm, a
+                         fresh buffer per size (default 4K .. 1G by x4 unless
+                         --min-bytes/--max-bytes/--step-factor are given);
+                         "fresh": nothing else registers the buffer (what a
+                         registration really costs); "reuse": one
+                         registration of it stays alive meanwhile (NCCL's
+                         pattern; a registration cache answers these). At
+                         most --iters pairs, at least 10, about 1 s each.
   --comms N            comms (NCCL channels) to the peer, 1..256 (default 1);
                        bandwidth tests use all of them, latency comm 0
   --threads N          threads driving the comms, comm c on thread c % N
@@ -276,8 +299,19 @@ Tests:
                        every completion's size inside the loop; a mismatch
                        names test, size, comm, slot and offset and fails the run)
 Sizes take K, M, G, T suffixes (binary: 64K = 65536).
-  --mem TYPE           message memory: host (default; NCCL_PTR_HOST). cuda is
-                       reserved and not supported yet.
+
+Memory:
+  --mem TYPE           message memory: host (default; page-aligned, registered
+                       as NCCL_PTR_HOST) or cuda (GPU 0 through the CUDA driver,
+                       registered as NCCL_PTR_CUDA; bytes are checked through
+                       host staging copies, every GPU receive is followed by
+                       iflush; acknowledgements stay in host memory). Plugin
+                       mode only.
+  --cuda-lib PATH      --mem cuda: CUDA driver library to load (default
+                       libcuda.so.1; e.g. a test double's path)
+  --dmabuf             --mem cuda: register with regMrDmaBuf and a dma-buf fd
+                       from the driver (closed right after the call, as NCCL
+                       does); needs NCCL_PTR_DMABUF in the plugin's ptrSupport
 
 Output (stdout; progress and errors go to stderr):
   --csv                CSV instead of the table (one row per test and size,
@@ -300,6 +334,10 @@ std::optional<Options> parse_options(int argc, char** argv, const std::string& d
   bool have_client = false;
   bool have_local = false;
   bool have_raw_op = false;
+  bool have_cuda_lib = false;
+  bool have_min = false;
+  bool have_max = false;
+  bool have_step = false;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     std::string value;
@@ -364,12 +402,20 @@ std::optional<Options> parse_options(int argc, char** argv, const std::string& d
       if (o.vs_raw_provider.empty()) throw UsageError("--vs-raw needs a provider name");
     } else if (arg == "--mem") {
       std::string mem = next();
-      if (mem == "cuda") {
-        throw UsageError(
-            "--mem cuda: GPU memory is not supported by weft-perf yet; use --mem host");
+      if (mem == "host") {
+        o.mem = MemType::host;
+      } else if (mem == "cuda") {
+        o.mem = MemType::cuda;
+      } else {
+        throw UsageError("--mem expects host or cuda; got '" + mem + "'");
       }
-      if (mem != "host")
-        throw UsageError("--mem expects host (or, later, cuda); got '" + mem + "'");
+    } else if (arg == "--cuda-lib") {
+      o.cuda_lib = next();
+      if (o.cuda_lib.empty()) throw UsageError("--cuda-lib needs a library name or path");
+      have_cuda_lib = true;
+    } else if (arg == "--dmabuf") {
+      no_value();
+      o.dmabuf = true;
     } else if (arg == "--comms") {
       o.comms = int_in_range(arg, next(), 1, 256);
     } else if (arg == "--threads") {
@@ -380,8 +426,10 @@ std::optional<Options> parse_options(int argc, char** argv, const std::string& d
       o.rate_max_bytes = size_arg(arg, next());
     } else if (arg == "--min-bytes") {
       o.min_bytes = size_arg(arg, next());
+      have_min = true;
     } else if (arg == "--max-bytes") {
       o.max_bytes = size_arg(arg, next());
+      have_max = true;
     } else if (arg == "--step-factor") {
       std::string f = next();
       char* end = nullptr;
@@ -389,6 +437,7 @@ std::optional<Options> parse_options(int argc, char** argv, const std::string& d
       if (end == f.c_str() || *end != '\0' || !(o.step_factor > 1.0) || o.step_factor > 1024) {
         throw UsageError("--step-factor expects a number in (1, 1024], got '" + f + "'");
       }
+      have_step = true;
     } else if (arg == "--iters") {
       o.iters = int_in_range(arg, next(), 1, 100000000);
     } else if (arg == "--warmup") {
@@ -441,6 +490,30 @@ std::optional<Options> parse_options(int argc, char** argv, const std::string& d
     throw UsageError("--test grouped needs tagged receives; not available with --raw-op write");
   }
   if (o.tests.empty()) throw UsageError("--test selects no test");
+  if (o.raw() && o.runs(TestKind::reg)) {
+    throw UsageError("--test reg measures a plugin's regMr/deregMr; not with --raw-ofi");
+  }
+  if (!o.vs_raw_provider.empty() && !o.runs_transfers()) {
+    throw UsageError("--vs-raw: the raw run has no reg test; add a transfer test to compare");
+  }
+  if (o.mem == MemType::cuda && (o.raw() || !o.vs_raw_provider.empty())) {
+    throw UsageError(std::string("--mem cuda: ") + (o.raw() ? "--raw-ofi" : "--vs-raw") +
+                     " runs on host memory only; drop it or use --mem host");
+  }
+  if (o.dmabuf && o.mem != MemType::cuda) {
+    throw UsageError("--dmabuf registers GPU memory by dma-buf; it needs --mem cuda");
+  }
+  if (have_cuda_lib && o.mem != MemType::cuda) {
+    throw UsageError("--cuda-lib applies to --mem cuda");
+  }
+  // reg's sweep: what was given, else its own defaults (the smallest not
+  // above the largest).
+  o.reg_max_bytes = have_max ? o.max_bytes : kRegMaxBytes;
+  o.reg_min_bytes = have_min ? o.min_bytes : std::min(kRegMinBytes, o.reg_max_bytes);
+  o.reg_step_factor = have_step ? o.step_factor : kRegStepFactor;
+  if (o.runs(TestKind::reg) && o.reg_max_bytes == 0) {
+    throw UsageError("--test reg registers buffers of at least 1 byte; raise --max-bytes");
+  }
   return o;
 }
 

@@ -17,11 +17,27 @@ enum class OutputFormat { table, csv, json };
 // Raw libfabric operation: tagged messages, or RMA writes with remote CQ data.
 enum class RawOp { tagged, write };
 
-// The tests weft-perf can run, in report order.
-enum class TestKind { latency, bw, bibw, rate, grouped };
-inline constexpr TestKind kAllTests[] = {TestKind::latency, TestKind::bw, TestKind::bibw,
-                                         TestKind::rate, TestKind::grouped};
+// Message memory: host (NCCL_PTR_HOST) or GPU 0 through the CUDA driver
+// (NCCL_PTR_CUDA).
+enum class MemType { host, cuda };
+
+// The tests weft-perf can run, in report order. reg measures registration
+// (regMr/deregMr), not transfers.
+enum class TestKind { latency, bw, bibw, rate, grouped, reg };
+inline constexpr TestKind kAllTests[] = {TestKind::latency, TestKind::bw,      TestKind::bibw,
+                                         TestKind::rate,    TestKind::grouped, TestKind::reg};
+// What `--test all` selects: every transfer test. reg is left out (its
+// sweep runs to 1 GiB and about 2 s per size); ask for it by name.
+inline constexpr TestKind kTransferTests[] = {TestKind::latency, TestKind::bw, TestKind::bibw,
+                                              TestKind::rate, TestKind::grouped};
 const char* test_name(TestKind t);
+bool is_transfer_test(TestKind t);
+
+// Defaults of the reg sweep where --min-bytes/--max-bytes/--step-factor are
+// not given: 4 KiB .. 1 GiB, x4.
+inline constexpr size_t kRegMinBytes = size_t{4} << 10;
+inline constexpr size_t kRegMaxBytes = size_t{1} << 30;
+inline constexpr double kRegStepFactor = 4.0;
 
 struct Options {
   // Transport: a plugin .so (default) or libfabric directly.
@@ -57,6 +73,16 @@ struct Options {
   int group = 0;    // grouped: receives per request; 0 = 1, 2, 4 .. maxRecvs
   size_t rate_max_bytes = size_t{64} << 10;  // rate: largest size measured
   bool check = true;
+  // reg: its own sweep (the --min-bytes/--max-bytes/--step-factor given, else
+  // kRegMinBytes .. kRegMaxBytes by kRegStepFactor).
+  size_t reg_min_bytes = kRegMinBytes;
+  size_t reg_max_bytes = kRegMaxBytes;
+  double reg_step_factor = kRegStepFactor;
+
+  // Memory.
+  MemType mem = MemType::host;
+  std::string cuda_lib = "libcuda.so.1";  // --mem cuda: the driver library to load
+  bool dmabuf = false;                    // --mem cuda: register with regMrDmaBuf
 
   // Output.
   OutputFormat format = OutputFormat::table;
@@ -64,6 +90,7 @@ struct Options {
 
   bool raw() const { return !raw_provider.empty(); }
   bool runs(TestKind t) const;
+  bool runs_transfers() const;  // any test but reg
 };
 
 // "8", "64K", "4M", "1G", "1T" (binary multiples; "KiB"/"KB" accepted too).

@@ -70,7 +70,36 @@ int wait_request(Transport& t, ProgressWatch& watch, int comm, void* req, const 
 
 std::unique_ptr<Pattern> make_pattern(TestKind kind) {
   if (kind == TestKind::latency) return make_latency_pattern();
+  if (kind == TestKind::reg) return make_reg_pattern();
   return make_stream_pattern(kind);
+}
+
+std::vector<size_t> Pattern::sizes(const Options& opts) const {
+  return size_sweep(opts.min_bytes, opts.max_bytes, opts.step_factor);
+}
+
+int Pattern::planned_iterations(const Options& opts, size_t size) const {
+  return timed_iterations(opts, size);
+}
+
+void* start_flush(Transport& t, FlushCounters* counters, int comm, int n, void** data, int* sizes,
+                  void** mrs) {
+  long long total = 0;
+  for (int i = 0; i < n; ++i) total += sizes[i];
+  if (total <= 0) return nullptr;
+  void* req = t.flush(comm, n, data, sizes, mrs);
+  if (counters != nullptr) {
+    counters->issued.fetch_add(1, std::memory_order_relaxed);
+    if (req != nullptr) counters->requests.fetch_add(1, std::memory_order_relaxed);
+  }
+  return req;
+}
+
+void flush_blocking(Transport& t, FlushCounters* counters, ProgressWatch& watch, int comm, int n,
+                    void** data, int* sizes, void** mrs) {
+  if (void* req = start_flush(t, counters, comm, n, data, sizes, mrs)) {
+    wait_request(t, watch, comm, req, "flushing a GPU receive");
+  }
 }
 
 void check_completion_size(const char* test, size_t expected, int got) {
@@ -88,13 +117,10 @@ void verify_and_exchange(PatternContext& ctx, const char* test, size_t size, siz
     for (size_t comm = 0; comm < static_cast<size_t>(comms_used) && mine.offset == UINT64_MAX;
          ++comm) {
       for (size_t slot = 0; slot < recv_slots && mine.offset == UINT64_MAX; ++slot) {
-        const char* buf = ctx.buffers[comm]->recv_slot(size, slot);
         uint64_t key = pattern_key(peer, size, slot);
-        size_t off = find_mismatch(buf, size, key);
-        if (off != SIZE_MAX) {
-          mine = SlotStatus{off, comm, slot, static_cast<unsigned char>(buf[off]),
-                            expected_byte(key, off)};
-        }
+        uint8_t got = 0;
+        size_t off = ctx.buffers[comm]->find_recv_mismatch(size, slot, key, &got);
+        if (off != SIZE_MAX) mine = SlotStatus{off, comm, slot, got, expected_byte(key, off)};
       }
     }
   }

@@ -1,6 +1,7 @@
 // Transport over an ncclNet plugin, used the way NCCL's proxy uses it:
-// one send comm and one recv comm to the peer, host buffers registered once,
-// isend/irecv/test polled from one thread.
+// one send comm and one recv comm to the peer, buffers (host, or GPU with
+// --mem cuda) registered once, isend/irecv/test polled from one thread,
+// iflush after receives into GPU memory.
 #include <algorithm>
 #include <chrono>
 #include <cstring>
@@ -14,6 +15,21 @@
 
 namespace weft::perf {
 namespace {
+
+// "host,cuda,dmabuf": the NCCL_PTR_* bits of ptrSupport, for the report
+// header and error messages.
+std::string ptr_support_text(int bits) {
+  std::string text;
+  auto add = [&](int bit, const char* name) {
+    if ((bits & bit) == 0) return;
+    if (!text.empty()) text += ',';
+    text += name;
+  };
+  add(NCCL_PTR_HOST, "host");
+  add(NCCL_PTR_CUDA, "cuda");
+  add(NCCL_PTR_DMABUF, "dmabuf");
+  return text.empty() ? "none" : text;
+}
 
 class PluginTransport final : public Transport {
  public:
@@ -33,6 +49,19 @@ class PluginTransport final : public Transport {
     if ((info_.ptr_support & NCCL_PTR_HOST) == 0) {
       throw PerfError("plugin: device " + std::to_string(opts.dev) +
                       " does not support host memory (ptrSupport lacks NCCL_PTR_HOST)");
+    }
+    const std::string device = client_->plugin_name() + std::string(" device ") +
+                               std::to_string(opts.dev) + " (" + info_.name + ")";
+    if (opts.mem == MemType::cuda && (info_.ptr_support & NCCL_PTR_CUDA) == 0) {
+      throw PerfError("--mem cuda: " + device + " does not take GPU memory: ptrSupport " +
+                      ptr_support_text(info_.ptr_support) +
+                      " lacks NCCL_PTR_CUDA (this libfabric/provider has no FI_HMEM CUDA "
+                      "support, or the plugin found no usable CUDA driver; see its log)");
+    }
+    if (opts.dmabuf && (info_.ptr_support & NCCL_PTR_DMABUF) == 0) {
+      throw PerfError("--dmabuf: " + device + " does not register dma-buf memory: ptrSupport " +
+                      ptr_support_text(info_.ptr_support) +
+                      " lacks NCCL_PTR_DMABUF (drop --dmabuf to register with regMr)");
     }
   }
 
@@ -56,7 +85,8 @@ class PluginTransport final : public Transport {
             {"name", client_->plugin_name()},
             {"device", std::to_string(opts_.dev) + ":" + info_.name},
             {"speed_mbps", std::to_string(info_.speed_mbps)},
-            {"max_recvs", std::to_string(info_.max_recvs)}};
+            {"max_recvs", std::to_string(info_.max_recvs)},
+            {"ptr_support", ptr_support_text(info_.ptr_support)}};
   }
 
   std::string label() const override {
@@ -113,9 +143,18 @@ class PluginTransport final : public Transport {
     }
   }
 
-  void* register_memory(int comm, Direction dir, void* data, size_t size) override {
+  void* register_memory(int comm, Direction dir, void* data, size_t size,
+                        MemoryKind kind) override {
     void* mh = nullptr;
-    check("regMr", client_->reg_mr(comm_of(comm, dir), data, size, NCCL_PTR_HOST, &mh));
+    check("regMr", client_->reg_mr(comm_of(comm, dir), data, size, pointer_type(kind), &mh));
+    return mh;
+  }
+
+  void* register_dmabuf(int comm, Direction dir, void* data, size_t size, uint64_t offset,
+                        int fd) override {
+    void* mh = nullptr;
+    check("regMrDmaBuf",
+          reg_mr_dma_buf(comm_of(comm, dir), data, size, NCCL_PTR_CUDA, offset, fd, &mh));
     return mh;
   }
 
@@ -146,10 +185,43 @@ class PluginTransport final : public Transport {
     return done != 0;
   }
 
+  void* flush(int comm, int n, void** data, int* sizes, void** mrs) override {
+    void* req = nullptr;
+    ncclResult_t r =
+        client_->iflush(recv_comms_[static_cast<size_t>(comm)], n, data, sizes, mrs, &req);
+    if (r != ncclSuccess) fail("iflush", r);
+    return req;
+  }
+
  private:
   void* comm_of(int comm, Direction dir) const {
     return dir == Direction::send ? send_comms_[static_cast<size_t>(comm)]
                                   : recv_comms_[static_cast<size_t>(comm)];
+  }
+
+  static int pointer_type(MemoryKind kind) {
+    return kind == MemoryKind::cuda ? NCCL_PTR_CUDA : NCCL_PTR_HOST;
+  }
+
+  // regMrDmaBuf has one signature from v6 to v12; NetClient does not wrap
+  // it, so call it through whichever table was loaded.
+  ncclResult_t reg_mr_dma_buf(void* comm, void* data, size_t size, int type, uint64_t offset,
+                              int fd, void** mh) const {
+    auto call = [&](const auto* t) -> ncclResult_t {
+      if (t->regMrDmaBuf == nullptr) {
+        throw PerfError(std::string("plugin ") + client_->plugin_name() +
+                        ": regMrDmaBuf is NULL in its ncclNetPlugin_v" +
+                        std::to_string(client_->abi_version()) + " table (drop --dmabuf)");
+      }
+      return t->regMrDmaBuf(comm, data, size, type, offset, fd, mh);
+    };
+    if (const auto* t = client_->v12()) return call(t);
+    if (const auto* t = client_->v11()) return call(t);
+    if (const auto* t = client_->v10()) return call(t);
+    if (const auto* t = client_->v9()) return call(t);
+    if (const auto* t = client_->v8()) return call(t);
+    if (const auto* t = client_->v7()) return call(t);
+    return call(client_->v6());
   }
 
   void check(const char* what, ncclResult_t r) const {

@@ -236,7 +236,9 @@ class RawOfiTransport final : public Transport {
     }
   }
 
-  void* register_memory(int comm, Direction dir, void* data, size_t size) override {
+  void* register_memory(int comm, Direction dir, void* data, size_t size,
+                        MemoryKind kind) override {
+    if (kind != MemoryKind::host) throw PerfError("raw-ofi: host memory only (use --mem host)");
     RawComm& c = *comms_[static_cast<size_t>(comm)];
     if (dir == Direction::send) c.send_base = static_cast<char*>(data);
     bool remote = write_mode() && dir == Direction::recv;

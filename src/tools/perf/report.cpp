@@ -3,13 +3,21 @@
 namespace weft::perf {
 namespace {
 
+const std::string* fact(const Facts& facts, const char* key) {
+  for (const auto& [k, v] : facts) {
+    if (k == key) return &v;
+  }
+  return nullptr;
+}
+
 bool same_step(const SizeResult& a, const SizeResult& b) {
-  return a.test == b.test && a.size == b.size && a.group == b.group;
+  return a.test == b.test && a.size == b.size && a.group == b.group && a.pattern == b.pattern;
 }
 
 class TableReporter final : public Reporter {
  public:
-  TableReporter(FILE* out, const Options& opts) : out_(out), checked_(opts.check) {}
+  TableReporter(FILE* out, const Options& opts)
+      : out_(out), checked_(opts.check), transfers_(opts.runs_transfers()) {}
   void begin_run(const std::string& label, const Facts& facts) override {
     fprintf(out_, "%s# weft-perf run %d: %s\n#", runs_ == 0 ? "" : "#\n", runs_ + 1, label.c_str());
     for (const auto& [k, v] : facts) fprintf(out_, "  %s: %s", k.c_str(), v.c_str());
@@ -21,7 +29,10 @@ class TableReporter final : public Reporter {
     latency_ = pattern.kind() == TestKind::latency;
     grouped_ = pattern.kind() == TestKind::grouped;
     fprintf(out_, "#\n# %s\n", pattern.title(opts).c_str());
-    if (latency_) {
+    if (pattern.kind() == TestKind::reg) {
+      fprintf(out_, "# %12s %-7s %7s %11s %11s %11s %11s %11s\n", "size(B)", "pattern", "count",
+              "regs/s", "min(us)", "median(us)", "avg(us)", "p99(us)");
+    } else if (latency_) {
       fprintf(out_, "# %12s %9s %11s %11s %11s %11s %11s\n", "size(B)", "count", "min(us)",
               "median(us)", "avg(us)", "p99(us)", "bw(GB/s)");
     } else {
@@ -31,7 +42,10 @@ class TableReporter final : public Reporter {
     fflush(out_);
   }
   void row(const SizeResult& r) override {
-    if (r.has_latency) {
+    if (!r.pattern.empty()) {
+      fprintf(out_, "  %12zu %-7s %7d %11.0f %11.2f %11.2f %11.2f %11.2f\n", r.size,
+              r.pattern.c_str(), r.count, r.regs_per_s, r.min_us, r.median_us, r.avg_us, r.p99_us);
+    } else if (r.has_latency) {
       fprintf(out_, "  %12zu %9d %11.2f %11.2f %11.2f %11.2f %11.3f\n", r.size, r.count, r.min_us,
               r.median_us, r.avg_us, r.p99_us, r.gbps);
     } else {
@@ -41,7 +55,17 @@ class TableReporter final : public Reporter {
     }
     fflush(out_);
   }
-  void end_run() override {}
+  void end_run(const RunResult& run) override {
+    const std::string* flushes = fact(run.totals, "flushes");
+    const std::string* requests = fact(run.totals, "flush_requests");
+    if (flushes != nullptr && requests != nullptr) {
+      fprintf(out_,
+              "#\n# GPU receives flushed (iflush, both ranks): %s, of which %s returned a "
+              "request\n",
+              flushes->c_str(), requests->c_str());
+    }
+    fflush(out_);
+  }
   void comparison(const RunResult& plugin, const RunResult& raw) override {
     fprintf(out_, "#\n# comparison: %s / %s (ratio = plugin / raw; latency: median)\n",
             plugin.label.c_str(), raw.label.c_str());
@@ -57,13 +81,17 @@ class TableReporter final : public Reporter {
     fflush(out_);
   }
   void end() override {
-    fprintf(out_, "#\n# received bytes verified: %s\n", checked_ ? "all" : "none (--no-check)");
+    fprintf(out_, "#\n# received bytes verified: %s\n",
+            !transfers_ ? "none (no transfer test)"
+            : checked_  ? "all"
+                        : "none (--no-check)");
     fflush(out_);
   }
 
  private:
   FILE* out_;
   bool checked_;
+  bool transfers_;
   int runs_ = 0;
   bool latency_ = false;
   bool grouped_ = false;
@@ -79,7 +107,8 @@ class CsvReporter final : public Reporter {
     fprintf(out_, "\n");
     if (!header_) {
       fprintf(out_,
-              "label,test,size,group,count,time_us,bw_gbps,mmsgs,min_us,median_us,avg_us,p99_us\n");
+              "label,test,size,group,count,time_us,bw_gbps,mmsgs,min_us,median_us,avg_us,p99_us,"
+              "pattern,regs_per_s\n");
       header_ = true;
     }
     fflush(out_);
@@ -90,13 +119,25 @@ class CsvReporter final : public Reporter {
     fprintf(out_, "%s,%s,%zu,%s,%d,%.3f,%.4f,", csv_field(label_).c_str(), r.test.c_str(), r.size,
             group.c_str(), r.count, r.time_us, r.gbps);
     if (r.has_latency) {
-      fprintf(out_, ",%.3f,%.3f,%.3f,%.3f\n", r.min_us, r.median_us, r.avg_us, r.p99_us);
+      fprintf(out_, ",%.3f,%.3f,%.3f,%.3f,", r.min_us, r.median_us, r.avg_us, r.p99_us);
     } else {
-      fprintf(out_, "%.5f,,,,\n", r.mmsgs);
+      fprintf(out_, "%.5f,,,,,", r.mmsgs);
+    }
+    if (!r.pattern.empty()) {
+      fprintf(out_, "%s,%.1f\n", r.pattern.c_str(), r.regs_per_s);
+    } else {
+      fprintf(out_, ",\n");
     }
     fflush(out_);
   }
-  void end_run() override {}
+  // Totals as a comment line in the "# label=..." style.
+  void end_run(const RunResult& run) override {
+    if (run.totals.empty()) return;
+    fprintf(out_, "# label=%s", run.label.c_str());
+    for (const auto& [k, v] : run.totals) fprintf(out_, " %s=%s", k.c_str(), v.c_str());
+    fprintf(out_, "\n");
+    fflush(out_);
+  }
   // Comment lines, so the data rows keep one shape.
   void comparison(const RunResult& plugin, const RunResult& raw) override {
     fprintf(out_, "# comparison,test,size,group,plugin,raw,ratio,unit\n");
@@ -159,11 +200,11 @@ class JsonReporter final : public Reporter {
  public:
   explicit JsonReporter(FILE* out) : out_(out) {}
   void begin_run(const std::string& label, const Facts& facts) override {
-    runs_.push_back(RunResult{label, facts, {}});
+    runs_.push_back(RunResult{label, facts, {}, {}});
   }
   void section(const Pattern&, const Options&) override {}
   void row(const SizeResult& r) override { runs_.back().rows.push_back(r); }
-  void end_run() override {}
+  void end_run(const RunResult& run) override { runs_.back().totals = run.totals; }
   void comparison(const RunResult& plugin, const RunResult& raw) override {
     ratios_ = compare_runs(plugin, raw);
   }
@@ -193,6 +234,9 @@ class JsonReporter final : public Reporter {
     for (const auto& [k, v] : run.facts) {
       fprintf(out_, ", %s: %s", json_string(k).c_str(), json_value(v).c_str());
     }
+    for (const auto& [k, v] : run.totals) {
+      fprintf(out_, ", %s: %s", json_string(k).c_str(), json_value(v).c_str());
+    }
     fprintf(out_, ",\n     \"results\": [");
     for (size_t i = 0; i < run.rows.size(); ++i) {
       const SizeResult& r = run.rows[i];
@@ -201,6 +245,10 @@ class JsonReporter final : public Reporter {
               "\"bw_gbps\": %.4f",
               i == 0 ? "" : ",", json_string(r.test).c_str(), r.size, r.count, r.time_us, r.gbps);
       if (r.group > 0) fprintf(out_, ", \"group\": %d", r.group);
+      if (!r.pattern.empty()) {
+        fprintf(out_, ", \"pattern\": %s, \"regs_per_s\": %.1f", json_string(r.pattern).c_str(),
+                r.regs_per_s);
+      }
       if (r.has_latency) {
         fprintf(out_, ", \"min_us\": %.3f, \"median_us\": %.3f, \"avg_us\": %.3f, \"p99_us\": %.3f",
                 r.min_us, r.median_us, r.avg_us, r.p99_us);

@@ -19,6 +19,7 @@ struct RunResult {
   std::string label;
   Facts facts;
   std::vector<SizeResult> rows;
+  Facts totals;  // known at the end of the run (--mem cuda: flush counts)
 };
 
 // One line of the comparison: the same test and size on both runs.
@@ -41,7 +42,7 @@ class Reporter {
   virtual void begin_run(const std::string& label, const Facts& facts) = 0;
   virtual void section(const Pattern& pattern, const Options& opts) = 0;
   virtual void row(const SizeResult& r) = 0;
-  virtual void end_run() = 0;
+  virtual void end_run(const RunResult& run) = 0;
   virtual void comparison(const RunResult& plugin, const RunResult& raw) = 0;
   virtual void end() = 0;
 };

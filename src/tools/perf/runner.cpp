@@ -7,6 +7,7 @@
 #include <memory>
 #include <vector>
 
+#include "core/cuda/cuda_driver.h"
 #include "errors.h"
 #include "message_buffers.h"
 #include "pattern.h"
@@ -20,7 +21,7 @@ namespace weft::perf {
 namespace {
 
 constexpr uint64_t kMagic = 0x77656674'70657266ull;  // "weftperf"
-constexpr uint32_t kProtocol = 2;
+constexpr uint32_t kProtocol = 3;                    // 3: reg, --mem cuda
 
 struct Hello {
   uint64_t magic;
@@ -57,6 +58,11 @@ void agree(int rank, Bootstrap& boot, Options& opts) {
     c.threads = opts.threads;
     c.group = opts.group;
     c.raw_op = static_cast<int32_t>(opts.raw_op);
+    c.reg_min_bytes = opts.reg_min_bytes;
+    c.reg_max_bytes = opts.reg_max_bytes;
+    c.reg_step_factor = opts.reg_step_factor;
+    c.mem = static_cast<int32_t>(opts.mem);
+    c.dmabuf = opts.dmabuf ? 1 : 0;
     for (TestKind t : opts.tests) c.tests |= 1u << static_cast<unsigned>(t);
     if (opts.vs_raw_provider.size() >= sizeof(c.vs_raw)) {
       throw UsageError("--vs-raw provider name too long");
@@ -80,6 +86,11 @@ void agree(int rank, Bootstrap& boot, Options& opts) {
     opts.threads = c.threads;
     opts.group = c.group;
     opts.raw_op = static_cast<RawOp>(c.raw_op);
+    opts.reg_min_bytes = c.reg_min_bytes;
+    opts.reg_max_bytes = c.reg_max_bytes;
+    opts.reg_step_factor = c.reg_step_factor;
+    opts.mem = static_cast<MemType>(c.mem);
+    opts.dmabuf = c.dmabuf != 0;
     opts.tests.clear();
     for (TestKind t : kAllTests) {
       if ((c.tests & (1u << static_cast<unsigned>(t))) != 0) opts.tests.push_back(t);
@@ -100,11 +111,29 @@ int agreed_max_recvs(Bootstrap& boot, const Transport& t) {
   return std::min(mine, theirs);
 }
 
-// One sweep of every selected test over one transport.
+// --mem cuda: the CUDA driver weft-perf allocates and copies GPU memory
+// with (its own instance; the plugin opens its own).
+std::unique_ptr<cuda::Driver> open_cuda(const Options& opts) {
+  if (opts.mem != MemType::cuda) return nullptr;
+  std::string reason;
+  std::unique_ptr<cuda::Driver> driver = cuda::Driver::open(opts.cuda_lib, &reason);
+  if (!driver) {
+    throw PerfError("--mem cuda: cannot use the CUDA driver " + opts.cuda_lib + ": " + reason +
+                    " (see --cuda-lib)");
+  }
+  if (driver->device_count() < 1) {
+    throw PerfError("--mem cuda: the CUDA driver " + opts.cuda_lib + " reports no GPU");
+  }
+  return driver;
+}
+
+// One sweep of every selected test over one transport. `plugin` false: the
+// raw provider run of --vs-raw, which has no reg test.
 RunResult measure(int rank, Bootstrap& boot, const Options& opts, Transport& transport,
-                  Reporter* reporter) {
+                  Reporter* reporter, const cuda::Driver* driver, bool plugin) {
   std::vector<size_t> sizes = size_sweep(opts.min_bytes, opts.max_bytes, opts.step_factor);
-  if (opts.max_bytes > transport.max_message_bytes()) {
+  const bool transfers = opts.runs_transfers();
+  if (transfers && opts.max_bytes > transport.max_message_bytes()) {
     throw PerfError("--max-bytes " + std::to_string(opts.max_bytes) +
                     " exceeds the transport's largest message (" +
                     std::to_string(transport.max_message_bytes()) + " bytes)");
@@ -116,15 +145,19 @@ RunResult measure(int rank, Bootstrap& boot, const Options& opts, Transport& tra
                     std::to_string(max_recvs) + " of " + transport.label());
   }
 
-  // Declared after the transport: deregistered before it closes.
+  // Declared after the transport: deregistered before it closes. The reg
+  // test alone needs no message buffers.
   std::vector<std::unique_ptr<MessageBuffers>> buffers;
-  for (int c = 0; c < opts.comms; ++c) {
-    buffers.push_back(std::make_unique<MessageBuffers>(transport, c, opts, sizes));
+  if (transfers) {
+    for (int c = 0; c < opts.comms; ++c) {
+      buffers.push_back(std::make_unique<MessageBuffers>(transport, c, opts, sizes, driver));
+    }
   }
   transport.exchange_regions(boot);
   ThreadTeam team(opts.threads);
   ProgressWatch watch(&boot, opts.timeout_s, &team.abort_flag());
-  PatternContext ctx{transport, boot, opts, buffers, watch, team, rank};
+  FlushCounters flushes;
+  PatternContext ctx{transport, boot, opts, buffers, watch, team, rank, driver, &flushes};
 
   RunResult run;
   run.label = transport.label();
@@ -133,14 +166,21 @@ RunResult measure(int rank, Bootstrap& boot, const Options& opts, Transport& tra
   run.facts.emplace_back("comms", std::to_string(opts.comms));
   run.facts.emplace_back("threads", std::to_string(opts.threads));
   run.facts.emplace_back("check", opts.check ? "on" : "off");
+  run.facts.emplace_back("mem", opts.mem == MemType::cuda ? "cuda" : "host");
+  if (opts.mem == MemType::cuda) {
+    run.facts.emplace_back("registration", opts.dmabuf ? "regMrDmaBuf" : "regMr");
+    run.facts.emplace_back("cuda_lib", opts.cuda_lib);
+    run.facts.emplace_back("gpu", "0 of " + std::to_string(driver->device_count()));
+  }
   if (reporter) reporter->begin_run(run.label, run.facts);
 
   // The step count for progress lines.
   size_t total = 0;
   std::vector<std::unique_ptr<Pattern>> patterns;
   for (TestKind t : opts.tests) {
+    if (t == TestKind::reg && !plugin) continue;
     patterns.push_back(make_pattern(t));
-    for (size_t s : sizes) {
+    for (size_t s : patterns.back()->sizes(opts)) {
       if (patterns.back()->wants(opts, s)) total += patterns.back()->groups(opts, max_recvs).size();
     }
   }
@@ -148,23 +188,36 @@ RunResult measure(int rank, Bootstrap& boot, const Options& opts, Transport& tra
   for (auto& pattern : patterns) {
     if (reporter) reporter->section(*pattern, opts);
     for (int group : pattern->groups(opts, max_recvs)) {
-      for (size_t size : sizes) {
+      for (size_t size : pattern->sizes(opts)) {
         if (!pattern->wants(opts, size)) continue;
         ++step;
         // Large steps take seconds: say what is running.
         if (rank == 0 && !opts.quiet && size >= (size_t{1} << 20)) {
-          fprintf(stderr, "# [%zu/%zu] %s %s%s x %d ...\n", step, total, pattern->name(),
+          int iters = pattern->planned_iterations(opts, size);
+          fprintf(stderr, "# [%zu/%zu] %s %s%s%s ...\n", step, total, pattern->name(),
                   format_size(size).c_str(),
                   group > 0 ? (" n=" + std::to_string(group)).c_str() : "",
-                  timed_iterations(opts, size));
+                  iters > 0 ? (" x " + std::to_string(iters)).c_str() : "");
         }
-        SizeResult r = pattern->run(ctx, size, group);
-        if (reporter) reporter->row(r);
-        run.rows.push_back(r);
+        for (SizeResult& r : pattern->run(ctx, size, group)) {
+          if (reporter) reporter->row(r);
+          run.rows.push_back(std::move(r));
+        }
       }
     }
   }
-  if (reporter) reporter->end_run();
+  if (opts.mem == MemType::cuda && transfers) {
+    // How many receives into GPU memory were flushed, and how many flushes
+    // the plugin had work for (NULL request: nothing to flush), both ranks
+    // together (in bw only rank 1 receives).
+    uint64_t mine[2] = {flushes.issued.load(), flushes.requests.load()};
+    boot.send(MsgKind::status, mine, sizeof(mine));
+    uint64_t theirs[2] = {};
+    boot.recv(MsgKind::status, theirs, sizeof(theirs));
+    run.totals.emplace_back("flushes", std::to_string(mine[0] + theirs[0]));
+    run.totals.emplace_back("flush_requests", std::to_string(mine[1] + theirs[1]));
+  }
+  if (reporter) reporter->end_run(run);
   return run;
 }
 
@@ -174,15 +227,18 @@ void run(int rank, Bootstrap& boot, Options& opts) {
   if (rank == 0) reporter = make_reporter(opts.format, stdout, opts);
   Reporter* rep = reporter.get();
 
+  // Before the transport (NCCL initializes CUDA before its net plugin), and
+  // alive until every GPU buffer is freed.
+  std::unique_ptr<cuda::Driver> driver = open_cuda(opts);
   std::vector<RunResult> runs;
   {
     std::unique_ptr<Transport> transport =
         opts.raw() ? make_raw_ofi_transport(opts) : make_plugin_transport(opts);
-    runs.push_back(measure(rank, boot, opts, *transport, rep));
+    runs.push_back(measure(rank, boot, opts, *transport, rep, driver.get(), !opts.raw()));
   }
   if (!opts.vs_raw_provider.empty()) {
     std::unique_ptr<Transport> raw = make_raw_ofi_transport(opts);
-    runs.push_back(measure(rank, boot, opts, *raw, rep));
+    runs.push_back(measure(rank, boot, opts, *raw, rep, driver.get(), false));
   }
   if (rep) {
     if (runs.size() == 2) rep->comparison(runs[0], runs[1]);
@@ -209,6 +265,16 @@ void check_config(const WireConfig& c, const std::string& peer) {
     bad = "raw operation";
   }
   if (c.tests == 0 || c.tests >= (1u << std::size(kAllTests))) bad = "tests";
+  if (c.reg_min_bytes > c.reg_max_bytes || c.reg_max_bytes > (uint64_t{1} << 40) ||
+      !(c.reg_step_factor > 1.0 && c.reg_step_factor <= 1024)) {
+    bad = "reg sizes";
+  }
+  if ((c.mem != static_cast<int32_t>(MemType::host) &&
+       c.mem != static_cast<int32_t>(MemType::cuda)) ||
+      (c.dmabuf != 0 && c.dmabuf != 1) ||
+      (c.dmabuf == 1 && c.mem != static_cast<int32_t>(MemType::cuda))) {
+    bad = "memory type";
+  }
   if (bad != nullptr) {
     throw PerfError("peer " + peer + " sent an invalid configuration (" + bad + ")");
   }

@@ -10,6 +10,8 @@
 //   rate     bw for small sizes (<= --rate-max-bytes), read as messages/s.
 //   grouped  bw where each receive request is a group of n receives with
 //            tags 0..n-1 (ncclNet grouped irecv); the sender cycles the tags.
+// With GPU memory every completed receive request is flushed (iflush) before
+// its slots count as free; acknowledgements stay in host memory.
 #include <algorithm>
 #include <chrono>
 #include <vector>
@@ -63,7 +65,7 @@ class StreamPattern final : public Pattern {
     return g;
   }
 
-  SizeResult run(PatternContext& ctx, size_t size, int group) override {
+  std::vector<SizeResult> run(PatternContext& ctx, size_t size, int group) override {
     const int g = std::max(group, 1);
     const int iters = round_up(timed_iterations(ctx.opts, size), g);
     const int warmup = round_up(warmup_iterations(ctx.opts, size), g);
@@ -79,7 +81,8 @@ class StreamPattern final : public Pattern {
         if (recvs) b->poison_recv(size, used_slots);
       }
     }
-    StreamSpec spec{name(), size, slots, 0, g, ctx.opts.depth, ctx.opts.check};
+    StreamSpec spec{name(),         size,           slots,     0,          g,
+                    ctx.opts.depth, ctx.opts.check, ctx.gpu(), ctx.flushes};
     if (warmup > 0) {
       spec.messages = warmup;
       phase(ctx, spec, sends, recvs);
@@ -104,7 +107,7 @@ class StreamPattern final : public Pattern {
       r.gbps = static_cast<double>(size) * messages / (elapsed_us * 1e3);
       r.mmsgs = messages / elapsed_us;
     }
-    return r;
+    return {r};
   }
 
  private:
@@ -136,7 +139,7 @@ class StreamPattern final : public Pattern {
         }
         if (!bidir && sends) {
           acks.push_back(post_recv_blocking(t, watch, c, b.recv_ctrl(), MessageBuffers::kCtrlBytes,
-                                            kCtrlTag, b.recv_mr()));
+                                            kCtrlTag, b.recv_ctrl_mr()));
         }
       }
       ctx.team.sync();
@@ -173,7 +176,7 @@ class StreamPattern final : public Pattern {
         for (int c : comms) {
           MessageBuffers& b = *ctx.buffers[static_cast<size_t>(c)];
           void* ack = post_send_blocking(t, watch, c, b.send_ctrl(), MessageBuffers::kCtrlBytes,
-                                         kCtrlTag, b.send_mr());
+                                         kCtrlTag, b.send_ctrl_mr());
           wait_request(t, watch, c, ack, "sending the acknowledgement");
         }
       }

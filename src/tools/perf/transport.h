@@ -10,10 +10,13 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <utility>
 #include <vector>
+
+#include "errors.h"
 
 namespace weft::perf {
 
@@ -21,6 +24,9 @@ class Bootstrap;
 struct Options;
 
 enum class Direction { send, recv };
+// What a registered region is: host memory (NCCL_PTR_HOST) or GPU memory
+// (NCCL_PTR_CUDA).
+enum class MemoryKind { host, cuda };
 
 using Facts = std::vector<std::pair<std::string, std::string>>;
 
@@ -44,8 +50,16 @@ class Transport {
   virtual void connect(Bootstrap& boot, int comms) = 0;
 
   // Returns an opaque handle for post_*; the region is used for `dir` on
-  // `comm` only. Each comm registers one region per direction.
-  virtual void* register_memory(int comm, Direction dir, void* data, size_t size) = 0;
+  // `comm` only. Each comm registers one region per direction for messages
+  // (and, with GPU memory, a host one for acknowledgements); the reg test
+  // registers and deregisters on (0, send) in a loop.
+  virtual void* register_memory(int comm, Direction dir, void* data, size_t size,
+                                MemoryKind kind) = 0;
+  // GPU memory by dma-buf (ncclNet regMrDmaBuf): `data` lies `offset` bytes
+  // into the dma-buf `fd`; the caller closes fd after the call.
+  virtual void* register_dmabuf(int, Direction, void*, size_t, uint64_t, int) {
+    throw PerfError(label() + ": no dma-buf registration on this transport");
+  }
   virtual void deregister_memory(int comm, Direction dir, void* handle) noexcept = 0;
   // Called once after every comm registered its regions (raw RMA mode
   // exchanges receive-region addresses and keys here).
@@ -59,23 +73,48 @@ class Transport {
   // True once complete (the request is then released); sizes[i] = bytes of
   // receive i (one entry for a send), as ncclNet's test() reports them.
   virtual bool test(int comm, void* request, int* sizes) = 0;
+  // After a receive into GPU memory completed (ncclNet iflush): a request to
+  // test() to completion, or nullptr when there is nothing to flush.
+  virtual void* flush(int, int, void**, int*, void**) { return nullptr; }
 };
 
 // A registration released on scope exit (before the transport closes).
 class MemoryRegion {
  public:
   MemoryRegion() = default;
-  MemoryRegion(Transport& t, int comm, Direction dir, void* data, size_t size)
-      : transport_(&t), comm_(comm), dir_(dir), handle_(t.register_memory(comm, dir, data, size)) {}
+  MemoryRegion(Transport& t, int comm, Direction dir, void* data, size_t size,
+               MemoryKind kind = MemoryKind::host)
+      : transport_(&t),
+        comm_(comm),
+        dir_(dir),
+        handle_(t.register_memory(comm, dir, data, size, kind)) {}
+  // By dma-buf; fd stays the caller's.
+  MemoryRegion(Transport& t, int comm, Direction dir, void* data, size_t size, uint64_t offset,
+               int fd)
+      : transport_(&t),
+        comm_(comm),
+        dir_(dir),
+        handle_(t.register_dmabuf(comm, dir, data, size, offset, fd)) {}
   MemoryRegion(MemoryRegion&& o) noexcept
       : transport_(std::exchange(o.transport_, nullptr)),
         comm_(o.comm_),
         dir_(o.dir_),
         handle_(o.handle_) {}
-  MemoryRegion& operator=(MemoryRegion&&) = delete;
+  MemoryRegion& operator=(MemoryRegion&& o) noexcept {
+    if (this != &o) {
+      reset();
+      transport_ = std::exchange(o.transport_, nullptr);
+      comm_ = o.comm_;
+      dir_ = o.dir_;
+      handle_ = o.handle_;
+    }
+    return *this;
+  }
   MemoryRegion(const MemoryRegion&) = delete;
-  ~MemoryRegion() {
+  ~MemoryRegion() { reset(); }
+  void reset() noexcept {
     if (transport_ != nullptr) transport_->deregister_memory(comm_, dir_, handle_);
+    transport_ = nullptr;
   }
   void* handle() const { return handle_; }
 

@@ -13,6 +13,11 @@ struct WireConfig {
   int32_t iters, warmup, depth, check, comms, threads, group, raw_op;
   uint32_t tests;  // bit per TestKind
   char vs_raw[64];
+  // reg's sweep.
+  uint64_t reg_min_bytes, reg_max_bytes;
+  double reg_step_factor;
+  int32_t mem;     // MemType
+  int32_t dmabuf;  // 1: regMrDmaBuf (mem cuda only)
 };
 
 // Throws PerfError naming the peer and what is out of range.

@@ -19,9 +19,7 @@ constexpr ParamSpec kSpecs[] = {
 #undef WEFT_SPEC_ENUM
 };
 
-// Unused while the table has no Bool; kept so adding one just works.
-[[maybe_unused]] bool parse_value(const ParamSpec& spec, std::string_view text, bool& out,
-                                  std::string& error) {
+bool parse_value(const ParamSpec& spec, std::string_view text, bool& out, std::string& error) {
   return parse_bool_param(spec, text, out, error);
 }
 bool parse_value(const ParamSpec& spec, std::string_view text, int64_t& out, std::string& error) {

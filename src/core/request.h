@@ -1,22 +1,20 @@
-// A send or (grouped) receive in flight. Completions may be delivered by
-// any thread polling the shared endpoint; the owning comm's thread reads
-// the result after `pending_` drops to zero (acquire/release pairing).
+// A send or (grouped) receive in flight, independent of the transport.
+// Completions may be delivered by any thread polling the shared completion
+// queue; the owning comm's thread reads the result after `pending_` drops
+// to zero (acquire/release pairing).
 #pragma once
-
-#include <rdma/fi_errno.h>
 
 #include <atomic>
 #include <cstdio>
-#include <cstring>
 
-#include "ofi/completion.h"
+#include "core/completion_target.h"
 #include "weft/transport.h"
 
-namespace weft::ofi {
+namespace weft {
 
 class RequestOwner {
  public:
-  // Drives progress (polls the endpoint, posts what is still unposted).
+  // Drives progress (polls the completion queue, posts what is unposted).
   virtual ncclResult_t progress() = 0;
   // Hands a finished request back to the comm's pool.
   virtual void recycle(Request* request) = 0;
@@ -28,17 +26,19 @@ class RequestOwner {
   ~RequestOwner() = default;
 };
 
-template <int MaxOps>
-class OfiRequest final : public Request, public CompletionTarget {
+// Op: the transport's per-operation context, with members `target`
+// (CompletionTarget*) and `slot` (uint32_t).
+template <int MaxOps, typename Op>
+class CompletionRequest final : public Request, public CompletionTarget {
  public:
-  OfiRequest() {
+  CompletionRequest() {
     for (int i = 0; i < MaxOps; ++i) {
       ops_[i].target = this;
       ops_[i].slot = static_cast<uint32_t>(i);
     }
   }
 
-  // Sends report their posted size: providers leave a send's length undefined.
+  // Sends report their posted size: transports leave a send's length undefined.
   void start(RequestOwner* owner, int count, bool is_send) {
     owner_ = owner;
     is_send_ = is_send;
@@ -47,12 +47,12 @@ class OfiRequest final : public Request, public CompletionTarget {
     pending_.store(count, std::memory_order_relaxed);
   }
 
-  OpContext* op(int slot) { return &ops_[slot]; }
+  Op* op(int slot) { return &ops_[slot]; }
   void set_posted_size(int slot, size_t size) { posted_sizes_[slot] = size; }
   size_t posted_size(int slot) const { return posted_sizes_[slot]; }
   int count() const { return count_; }
   bool finished() const { return pending_.load(std::memory_order_acquire) == 0; }
-  // Marks a send that the provider completed on return (inject).
+  // Marks an operation that completed on return (inject, nothing to do).
   void complete_now(uint32_t slot) { on_complete(slot, posted_sizes_[slot], nullptr); }
   // For ops that will never be posted (the comm is closing).
   void drop_unposted(int unposted) { pending_.fetch_sub(unposted, std::memory_order_acq_rel); }
@@ -84,8 +84,13 @@ class OfiRequest final : public Request, public CompletionTarget {
     if (is_send_) {
       lengths_[slot] = posted_sizes_[slot];
     } else if (remote_data != nullptr && *remote_data > posted_sizes_[slot]) {
-      // Some providers truncate silently: the sender's size tells.
-      on_error(slot, FI_ETRUNC, *remote_data - posted_sizes_[slot], "message truncated");
+      // Some transports truncate silently: the sender's size tells.
+      on_error(slot, kTruncated, *remote_data - posted_sizes_[slot], "message truncated");
+      return;
+    } else if (remote_data == nullptr && length > posted_sizes_[slot]) {
+      // More than was posted landed (a transport's scratch space for an
+      // empty receive): never report a size beyond the caller's buffer.
+      on_error(slot, kTruncated, length - posted_sizes_[slot], "message truncated");
       return;
     } else {
       lengths_[slot] = remote_data != nullptr ? *remote_data : length;
@@ -105,7 +110,7 @@ class OfiRequest final : public Request, public CompletionTarget {
   }
 
  private:
-  OpContext ops_[MaxOps];
+  Op ops_[MaxOps];
   size_t lengths_[MaxOps] = {};
   size_t posted_sizes_[MaxOps] = {};
   RequestOwner* owner_ = nullptr;
@@ -118,4 +123,4 @@ class OfiRequest final : public Request, public CompletionTarget {
   char error_text_[160] = {};
 };
 
-}  // namespace weft::ofi
+}  // namespace weft

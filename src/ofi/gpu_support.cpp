@@ -1,0 +1,146 @@
+#include "ofi/gpu_support.h"
+
+#include <rdma/fi_errno.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+
+#include "core/cuda/cuda_driver.h"
+#include "weft/log.h"
+
+namespace weft::ofi {
+namespace {
+
+constexpr size_t kProbeBytes = 2 << 20;  // one large GPU page
+
+// fi_getinfo for exactly this provider and domain, with extra caps.
+InfoPtr variant_with(const fi_info* base, uint64_t extra_caps, uint64_t extra_mr_mode) {
+  InfoPtr hints = make_hints(base->fabric_attr->prov_name, extra_caps, extra_mr_mode);
+  if (!hints) return nullptr;
+  hints->domain_attr->name = strdup(base->domain_attr->name);
+  fi_info* found = nullptr;
+  int rc = fi_getinfo(fabric_api_version(), nullptr, nullptr, 0, hints.get(), &found);
+  InfoPtr all(found);
+  if (rc != 0) return nullptr;
+  for (fi_info* info = all.get(); info != nullptr; info = info->next) {
+    if (std::strcmp(info->fabric_attr->prov_name, base->fabric_attr->prov_name) == 0 &&
+        std::strcmp(info->domain_attr->name, base->domain_attr->name) == 0 &&
+        (info->caps & extra_caps) == extra_caps) {
+      return InfoPtr(fi_dupinfo(info));
+    }
+  }
+  return nullptr;
+}
+
+// Registers a real device buffer (and a dma-buf of it) on a scratch domain.
+void probe(const fi_info* info, const cuda::Driver& driver, bool try_dmabuf, GpuSupport* support) {
+  fid_fabric* fabric_raw = nullptr;
+  if (int rc = fi_fabric(info->fabric_attr, &fabric_raw, nullptr); rc != 0) {
+    support->off_reason = std::string("fi_fabric failed: ") + fi_strerror(-rc);
+    return;
+  }
+  FabricPtr<fid_fabric> fabric(fabric_raw);
+  fid_domain* domain_raw = nullptr;
+  if (int rc = fi_domain(fabric.get(), const_cast<fi_info*>(info), &domain_raw, nullptr); rc != 0) {
+    support->off_reason = std::string("fi_domain failed: ") + fi_strerror(-rc);
+    return;
+  }
+  FabricPtr<fid_domain> domain(domain_raw);
+  void* buffer = nullptr;
+  std::string error;
+  if (!driver.alloc(kProbeBytes, 0, &buffer, &error)) {
+    support->off_reason = "allocating a probe buffer on GPU 0 failed: " + error;
+    return;
+  }
+  iovec iov{buffer, kProbeBytes};
+  fi_mr_attr attr{};
+  attr.mr_iov = &iov;
+  attr.iov_count = 1;
+  attr.access = FI_SEND | FI_RECV;
+  attr.requested_key = 1;
+  attr.iface = FI_HMEM_CUDA;
+  attr.device.cuda = 0;
+  fid_mr* mr = nullptr;
+  int rc = fi_mr_regattr(domain.get(), &attr, 0, &mr);
+  if (rc == 0) {
+    FabricPtr<fid_mr> close(mr);
+    support->cuda = true;
+  } else {
+    support->off_reason = std::string("registering GPU memory with provider ") +
+                          info->fabric_attr->prov_name + " failed: " + fi_strerror(-rc) +
+                          " (no GPUDirect RDMA for this GPU and NIC?)";
+  }
+#ifdef FI_MR_DMABUF
+  int fd = -1;
+  if (support->cuda && try_dmabuf && driver.export_dmabuf(buffer, kProbeBytes, &fd, &error)) {
+    fi_mr_dmabuf dmabuf{};
+    dmabuf.fd = fd;
+    dmabuf.len = kProbeBytes;
+    dmabuf.base_addr = buffer;
+    attr.dmabuf = &dmabuf;
+    attr.requested_key = 2;
+    mr = nullptr;
+    if (fi_mr_regattr(domain.get(), &attr, FI_MR_DMABUF, &mr) == 0) {
+      FabricPtr<fid_mr> close(mr);
+      support->dmabuf = true;
+    }
+    close(fd);
+  }
+#else
+  (void)try_dmabuf;
+#endif
+  driver.free(buffer, &error);
+}
+
+}  // namespace
+
+FlushMethod choose_flush(const std::string& setting, bool gdr_flush_disabled, bool has_rma,
+                         bool has_cuda_flush) {
+  if (setting == "off" || gdr_flush_disabled) return FlushMethod::None;
+  if (setting == "read") return has_rma ? FlushMethod::Read : FlushMethod::None;
+  if (setting == "cuda") return has_cuda_flush ? FlushMethod::Cuda : FlushMethod::None;
+  if (has_rma) return FlushMethod::Read;
+  return has_cuda_flush ? FlushMethod::Cuda : FlushMethod::None;
+}
+
+GpuSupport enable_gpu_memory(DiscoveredDevice* device, const cuda::Driver* driver,
+                             const Params& params) {
+  GpuSupport support;
+  const std::string& name = device->properties.name;
+  if (driver == nullptr) {
+    support.off_reason = params.gpu == "off"
+                             ? "GPU memory support is off (WEFT_GPU=off)"
+                             : "no usable CUDA driver (" + params.cuda_lib + "), see the log";
+    return support;
+  }
+  InfoPtr hmem =
+      variant_with(device->info.get(), FI_HMEM | FI_RMA | FI_READ | FI_REMOTE_READ, FI_MR_HMEM);
+  if (!hmem) hmem = variant_with(device->info.get(), FI_HMEM, FI_MR_HMEM);
+  if (!hmem) {
+    support.off_reason = std::string("libfabric provider ") + device->info->fabric_attr->prov_name +
+                         " offers no FI_HMEM here (this libfabric was built without CUDA "
+                         "support, or the provider cannot reach GPU memory)";
+    WEFT_INFO(NCCL_INIT, "%s: host memory only: %s", name.c_str(), support.off_reason.c_str());
+    return support;
+  }
+  probe(hmem.get(), *driver, params.dmabuf && driver->dmabuf_supported(0), &support);
+  if (!support.cuda) {
+    WEFT_INFO(NCCL_INIT, "%s: host memory only: %s", name.c_str(), support.off_reason.c_str());
+    return support;
+  }
+  bool has_rma = (hmem->caps & FI_RMA) != 0;
+  const char* disable = std::getenv("NCCL_GDR_FLUSH_DISABLE");
+  bool flush_disabled = disable != nullptr && std::atoi(disable) != 0;
+  support.flush = choose_flush(params.gdr_flush, flush_disabled, has_rma,
+                               driver->has_flush() && driver->gdr_supported(0));
+  device->info = std::move(hmem);
+  device->properties.ptr_support =
+      NCCL_PTR_HOST | NCCL_PTR_CUDA | (support.dmabuf ? NCCL_PTR_DMABUF : 0);
+  static const char* const flush_names[] = {"none", "fi_read", "cuFlushGPUDirectRDMAWrites"};
+  WEFT_INFO(NCCL_INIT, "%s: GPU memory through FI_HMEM (CUDA%s), flush: %s", name.c_str(),
+            support.dmabuf ? ", dma-buf" : "", flush_names[static_cast<int>(support.flush)]);
+  return support;
+}
+
+}  // namespace weft::ofi

@@ -1,0 +1,38 @@
+// Whether a libfabric device can carry GPU memory, found out rather than
+// assumed: the provider must offer FI_HMEM for CUDA and a registration of a
+// real device buffer must succeed (and of a dma-buf for DMABUF). Also picks
+// how iflush is done on the device.
+#pragma once
+
+#include <string>
+
+#include "ofi/endpoint.h"
+#include "ofi/provider_discovery.h"
+#include "weft/params.h"
+
+namespace weft::cuda {
+class Driver;
+}
+
+namespace weft::ofi {
+
+struct GpuSupport {
+  bool cuda = false;    // NCCL_PTR_CUDA registration works
+  bool dmabuf = false;  // NCCL_PTR_DMABUF registration works
+  FlushMethod flush = FlushMethod::None;
+  std::string off_reason;  // why GPU memory cannot be registered, for errors
+};
+
+// With a driver, swaps device->info for the provider's FI_HMEM variant of
+// the same domain (with FI_RMA for flush reads where offered), probes it,
+// and updates device->properties (ptrSupport, regIsGlobal, forceFlush).
+// Without one, or when the probes fail, the device stays host-only; the
+// reason is logged once at INFO and kept in off_reason.
+GpuSupport enable_gpu_memory(DiscoveredDevice* device, const cuda::Driver* driver,
+                             const Params& params);
+
+// The flush method a setting asks for, given what the device offers.
+FlushMethod choose_flush(const std::string& setting, bool gdr_flush_disabled, bool has_rma,
+                         bool has_cuda_flush);
+
+}  // namespace weft::ofi
