@@ -1,7 +1,10 @@
 // weft's own promises about its properties, stricter than the generic
-// conformance check: the name NCCL_NET=weft matches, and grouped receives
-// of up to 8 (NCCL's largest group) on every device.
+// conformance check: the name NCCL_NET=weft matches, grouped receives of up
+// to 8 (NCCL's largest group) on every device, and a positive speed even on
+// virtual interfaces (0 would make NCCL assume 10 Gbps).
 #include <catch2/catch.hpp>
+#include <cstdlib>
+#include <string>
 
 #include "net_ops.h"
 #include "two_rank.h"
@@ -9,7 +12,7 @@
 using namespace weft;
 using namespace weft::ft;
 
-TEST_CASE("weft's properties: name 'weft', maxRecvs >= 8", "[weft]") {
+TEST_CASE("weft's properties: name 'weft', maxRecvs >= 8, speed > 0", "[weft]") {
   const int v = GENERATE(filter(abi_version_selected, values({6, 9, 12})));
   INFO("ABI v" << v);
   auto r = run_one([&](Rank&) {
@@ -24,7 +27,46 @@ TEST_CASE("weft's properties: name 'weft', maxRecvs >= 8", "[weft]") {
       FT_OK(c->properties(d, &info));
       FT_REQUIRE(info.max_recvs >= 8,
                  "device " << d << " '" << info.name << "': maxRecvs " << info.max_recvs);
+      FT_REQUIRE(info.speed_mbps > 0,
+                 "device " << d << " '" << info.name << "': speed " << info.speed_mbps);
     }
   });
   REQUIRE_RANKS(r);
+}
+
+TEST_CASE("WEFT_DEFAULT_SPEED_MBPS sets the speed of devices without a link speed", "[weft]") {
+  // lo and veth have no link speed in sysfs; the tests run on those.
+  setenv("WEFT_DEFAULT_SPEED_MBPS", "12345", 1);
+  auto r = run_one([&](Rank&) {
+    auto c = open_plugin(12);
+    NetDeviceInfo info;
+    FT_OK(c->properties(test_device(*c), &info));
+    FT_REQUIRE(info.speed_mbps == 12345,
+               "device '" << info.name << "': speed " << info.speed_mbps << ", expected 12345");
+  });
+  unsetenv("WEFT_DEFAULT_SPEED_MBPS");
+  REQUIRE_RANKS(r);
+}
+
+TEST_CASE("regIsGlobal follows the registration cache, forceFlush its parameter", "[weft]") {
+  auto properties_with = [](const char* cache, const char* force_flush) {
+    setenv("WEFT_MR_CACHE", cache, 1);
+    setenv("WEFT_FORCE_FLUSH", force_flush, 1);
+    auto r = run_one([&](Rank&) {
+      auto c = open_plugin(12);
+      NetDeviceInfo info;
+      FT_OK(c->properties(test_device(*c), &info));
+      int want_global = std::string(cache) == "1" ? 1 : 0;
+      int want_flush = std::string(force_flush) == "1" ? 1 : 0;
+      FT_REQUIRE(info.reg_is_global == want_global,
+                 "WEFT_MR_CACHE=" << cache << ": regIsGlobal " << info.reg_is_global);
+      FT_REQUIRE(info.force_flush == want_flush,
+                 "WEFT_FORCE_FLUSH=" << force_flush << ": forceFlush " << info.force_flush);
+    });
+    unsetenv("WEFT_MR_CACHE");
+    unsetenv("WEFT_FORCE_FLUSH");
+    return r;
+  };
+  REQUIRE_RANKS(properties_with("1", "0"));
+  REQUIRE_RANKS(properties_with("0", "1"));
 }

@@ -65,7 +65,7 @@ fi
 if "$PERF" --plugin "$PLUGIN" --test rate,grouped --group 2 "${short[@]}" --csv >"$tmp/out.csv" \
     2>"$tmp/err.txt"; then
   head -n 2 "$tmp/out.csv" | grep -qx \
-    "label,test,size,group,count,time_us,bw_gbps,mmsgs,min_us,median_us,avg_us,p99_us" ||
+    "label,test,size,group,count,time_us,bw_gbps,mmsgs,min_us,median_us,avg_us,p99_us,pattern,regs_per_s" ||
     fail "CSV header missing"
   grep -qE "^[^#].*,grouped,[0-9]+,2," "$tmp/out.csv" || fail "no grouped n=2 CSV row"
   grep -qE "^[^#].*,rate,[0-9]+,," "$tmp/out.csv" || fail "no rate CSV row"
@@ -125,7 +125,7 @@ else
   else
     wait $srv
     rc=$?
-    if [ $rc -eq 1 ] && grep -qE "peer .* (closed the bootstrap connection|may have died)|no progress" "$tmp/srv.out"; then
+    if [ $rc -eq 1 ] && grep -qE "peer .* closed the bootstrap connection|peer may have died|no progress" "$tmp/srv.out"; then
       echo "ok: peer dies: $(grep -E 'peer|progress' "$tmp/srv.out" | tail -n 1)"
     else
       fail "peer dies: server exit $rc"; cat "$tmp/srv.out"

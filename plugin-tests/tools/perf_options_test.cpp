@@ -87,6 +87,12 @@ TEST_CASE("defaults match the documentation") {
   CHECK(o.raw_op == RawOp::tagged);
   CHECK(o.rate_max_bytes == 65536);
   CHECK(o.format == OutputFormat::table);
+  CHECK(o.mem == MemType::host);
+  CHECK(o.cuda_lib == "libcuda.so.1");
+  CHECK_FALSE(o.dmabuf);
+  CHECK(o.reg_min_bytes == 4096);
+  CHECK(o.reg_max_bytes == (size_t{1} << 30));
+  CHECK(o.reg_step_factor == 4.0);
 }
 
 TEST_CASE("options parse in both spellings") {
@@ -147,8 +153,8 @@ TEST_CASE("bad command lines are usage errors") {
   bad({"--comms", "2", "--threads", "3"});
   bad({"--raw-ofi", "tcp", "--raw-op", "write", "--test", "grouped"});
   bad({"--group", "0"});
-  bad({"--mem", "cuda"});
   bad({"--mem", "gpu"});
+  bad({"--test", "reg", "--max-bytes", "0"});
   bad({"--local=yes"});
 }
 
@@ -195,4 +201,62 @@ TEST_CASE("first host of a Slurm hostlist") {
   CHECK(first_slurm_host("rack[1-2]-n[3-4]") == "rack1-n3");
   CHECK(first_slurm_host("bad[1-2") == "");
   CHECK(first_slurm_host("") == "");
+}
+
+TEST_CASE("reg is a test of its own, left out of all") {
+  CHECK(parse({"--test", "reg"}).tests == std::vector<TestKind>{TestKind::reg});
+  CHECK(parse({"--test", "reg,latency"}).tests ==
+        std::vector<TestKind>{TestKind::latency, TestKind::reg});
+  Options all = parse({"--test", "all"});
+  CHECK_FALSE(all.runs(TestKind::reg));
+  CHECK(all.runs_transfers());
+  Options both = parse({"--test", "all,reg"});
+  CHECK(both.tests.size() == 6);
+  CHECK(both.tests.back() == TestKind::reg);
+  CHECK_FALSE(parse({"--test", "reg"}).runs_transfers());
+  CHECK(is_transfer_test(TestKind::grouped));
+  CHECK_FALSE(is_transfer_test(TestKind::reg));
+  CHECK(std::string(test_name(TestKind::reg)) == "reg");
+}
+
+TEST_CASE("reg sweeps 4K..1G by 4 unless the sweep options are given") {
+  Options d = parse({"--test", "reg"});
+  CHECK(size_sweep(d.reg_min_bytes, d.reg_max_bytes, d.reg_step_factor).size() == 10);
+  // Transfer sizes keep their own defaults.
+  CHECK(d.min_bytes == 8);
+  CHECK(d.max_bytes == (size_t{256} << 20));
+  Options o =
+      parse({"--test", "reg", "--min-bytes", "8K", "--max-bytes", "1M", "--step-factor", "2"});
+  CHECK(o.reg_min_bytes == 8192);
+  CHECK(o.reg_max_bytes == (size_t{1} << 20));
+  CHECK(o.reg_step_factor == 2.0);
+  // Only the largest given: the default smallest, unless that is larger.
+  CHECK(parse({"--test", "reg", "--max-bytes", "64K"}).reg_min_bytes == 4096);
+  CHECK(parse({"--test", "reg", "--max-bytes", "1K"}).reg_min_bytes == 1024);
+  CHECK(parse({"--test", "reg", "--min-bytes", "1M"}).reg_max_bytes == (size_t{1} << 30));
+}
+
+TEST_CASE("GPU memory options: mem cuda with cuda-lib and dmabuf") {
+  Options c = parse({"--mem", "cuda"});
+  CHECK(c.mem == MemType::cuda);
+  CHECK(c.cuda_lib == "libcuda.so.1");
+  CHECK_FALSE(c.dmabuf);
+  Options d = parse(
+      {"--mem=cuda", "--cuda-lib", "/opt/softcuda/libcuda.so.1", "--dmabuf", "--test", "reg,bw"});
+  CHECK(d.mem == MemType::cuda);
+  CHECK(d.cuda_lib == "/opt/softcuda/libcuda.so.1");
+  CHECK(d.dmabuf);
+  CHECK(parse({"--mem", "cuda", "--mem", "host"}).mem == MemType::host);
+
+  bad({"--dmabuf"});  // host memory has no dma-buf
+  bad({"--mem", "host", "--dmabuf"});
+  bad({"--cuda-lib", "libcuda.so.1"});   // only with --mem cuda
+  bad({"--mem", "cuda", "--cuda-lib"});  // needs a value
+  bad({"--mem", "cuda", "--cuda-lib="});
+  bad({"--mem", "cuda", "--dmabuf=yes"});
+  bad({"--mem", "cuda", "--raw-ofi", "tcp"});  // raw runs: host memory only
+  bad({"--mem", "cuda", "--vs-raw", "tcp"});
+  bad({"--raw-ofi", "tcp", "--test", "reg"});  // reg measures a plugin
+  bad({"--vs-raw", "tcp", "--test", "reg"});   // nothing to compare
+  CHECK(parse({"--vs-raw", "tcp", "--test", "bw,reg"}).runs(TestKind::reg));
 }

@@ -20,6 +20,9 @@ WireConfig valid() {
   c.comms = 2;
   c.threads = 2;
   c.tests = 1;
+  c.reg_min_bytes = 4096;
+  c.reg_max_bytes = 1 << 30;
+  c.reg_step_factor = 4;
   return c;
 }
 
@@ -53,6 +56,16 @@ TEST_CASE("rank 1 refuses a configuration it would size memory and threads from"
   bad([](WireConfig& c) { c.raw_op = 7; }, "raw operation");
   bad([](WireConfig& c) { c.tests = 0; }, "tests");
   bad([](WireConfig& c) { c.tests = 1u << 9; }, "tests");
+  bad([](WireConfig& c) { c.reg_min_bytes = c.reg_max_bytes + 1; }, "reg sizes");
+  bad([](WireConfig& c) { c.reg_max_bytes = uint64_t{1} << 50; }, "reg sizes");
+  bad([](WireConfig& c) { c.reg_step_factor = 0.5; }, "reg sizes");
+  bad([](WireConfig& c) { c.mem = 2; }, "memory type");
+  bad([](WireConfig& c) { c.dmabuf = 1; }, "memory type");  // dma-buf of host memory
+  bad([](WireConfig& c) { c.dmabuf = 2; }, "memory type");
+  WireConfig gpu = valid();
+  gpu.mem = 1;
+  gpu.dmabuf = 1;
+  CHECK(rejection(gpu).empty());
   WireConfig garbage;
   memset(&garbage, 0xff, sizeof(garbage));
   CHECK_FALSE(rejection(garbage).empty());

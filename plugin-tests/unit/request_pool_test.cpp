@@ -1,4 +1,4 @@
-#include "request_pool.h"
+#include "core/request_pool.h"
 
 #include <catch2/catch.hpp>
 #include <set>
