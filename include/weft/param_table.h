@@ -16,6 +16,21 @@
   WEFT_PARAM(ofi_domain, "WEFT_OFI_DOMAIN", String, "", 0, 0,                                     \
              "Comma-separated libfabric domain names to use (e.g. lo, eth0, efa_0); a leading "   \
              "^ excludes them instead. Empty: all.")                                              \
+  WEFT_PARAM_ENUM(ofi_protocol, "WEFT_OFI_PROTOCOL", "auto", "auto|tagged|rdma",                  \
+                  "Data protocol on libfabric. rdma: the receiver sends a clear-to-send and the " \
+                  "sender writes the data with fi_writedata (needs FI_RMA with remote CQ data); " \
+                  "tagged: two-sided tagged messages; auto: rdma on RDMA-class providers that "   \
+                  "offer it (efa, verbs;ofi_rxm), tagged otherwise. Both sides must agree.")      \
+  WEFT_PARAM(ofi_eager_size, "WEFT_OFI_EAGER_SIZE", Size, "8192", 0, 1048576,                     \
+             "rdma protocol: messages up to this size go at once into the receiver's bounce "     \
+             "buffers instead of waiting for its clear-to-send (0: only empty messages).")        \
+  WEFT_PARAM(ofi_eager_buffers, "WEFT_OFI_EAGER_BUFFERS", Int, "8", 1, 255,                       \
+             "rdma protocol: bounce buffers each receive comm keeps posted for eager messages.")  \
+  WEFT_PARAM(ofi_test_reorder, "WEFT_OFI_TEST_REORDER", Int, "0", 0, 4096,                        \
+             "Test aid: hold up to this many completions per endpoint and deliver them in a "     \
+             "shuffled order, as EFA's unordered transport may (0: off).")                        \
+  WEFT_PARAM(ofi_test_reorder_seed, "WEFT_OFI_TEST_REORDER_SEED", Int, "1", 1, 2147483647,        \
+             "Seed of WEFT_OFI_TEST_REORDER's shuffle.")                                          \
   WEFT_PARAM(ofi_cq_read_count, "WEFT_OFI_CQ_READ_COUNT", Int, "16", 1, 256,                      \
              "Completions read from the completion queue per poll.")                              \
   WEFT_PARAM(ofi_cq_size, "WEFT_OFI_CQ_SIZE", Int, "8192", 64, 1048576,                           \

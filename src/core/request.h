@@ -39,10 +39,13 @@ class CompletionRequest final : public Request, public CompletionTarget {
   }
 
   // Sends report their posted size: transports leave a send's length undefined.
-  void start(RequestOwner* owner, int count, bool is_send) {
+  // `reported`: how many sizes test() returns when fewer than `count`
+  // operations carry the caller's buffers (the rest are protocol messages).
+  void start(RequestOwner* owner, int count, bool is_send, int reported = -1) {
     owner_ = owner;
     is_send_ = is_send;
     count_ = count;
+    reported_ = reported < 0 ? count : reported;
     error_.store(0, std::memory_order_relaxed);
     pending_.store(count, std::memory_order_relaxed);
   }
@@ -73,7 +76,7 @@ class CompletionRequest final : public Request, public CompletionTarget {
       return result;
     }
     if (sizes != nullptr) {
-      for (int i = 0; i < count_; ++i) sizes[i] = static_cast<int>(lengths_[i]);
+      for (int i = 0; i < reported_; ++i) sizes[i] = static_cast<int>(lengths_[i]);
     }
     *done = 1;
     owner->recycle(this);
@@ -115,6 +118,7 @@ class CompletionRequest final : public Request, public CompletionTarget {
   size_t posted_sizes_[MaxOps] = {};
   RequestOwner* owner_ = nullptr;
   int count_ = 0;
+  int reported_ = 0;
   bool is_send_ = false;
   std::atomic<int> pending_{0};
   std::atomic<int> error_{0};

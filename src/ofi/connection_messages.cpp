@@ -16,13 +16,24 @@ uint32_t get32(const uint8_t* in) {
   return value;
 }
 
+bool decode_protocol(uint8_t value, Protocol* protocol) {
+  if (value > static_cast<uint8_t>(Protocol::Rdma)) return false;
+  *protocol = static_cast<Protocol>(value);
+  return true;
+}
+
 }  // namespace
+
+const char* protocol_name(Protocol protocol) {
+  return protocol == Protocol::Rdma ? "rdma" : "tagged";
+}
 
 void encode_connect_request(const ConnectRequest& request, uint8_t* out) {
   std::memset(out, 0, kConnectRequestSize);
   put32(out, kConnectMagic);
   out[4] = kWireVersion;
   out[5] = request.address_size;
+  out[6] = static_cast<uint8_t>(request.protocol);
   put32(out + 8, request.connector_comm_id);
   std::memcpy(out + 16, request.address, request.address_size);
 }
@@ -40,6 +51,10 @@ bool decode_connect_request(const uint8_t* bytes, size_t size, ConnectRequest* r
   ConnectRequest decoded;
   decoded.address_size = bytes[5];
   decoded.connector_comm_id = get32(bytes + 8);
+  if (!decode_protocol(bytes[6], &decoded.protocol)) {
+    *error = "connect request names unknown protocol " + std::to_string(bytes[6]);
+    return false;
+  }
   if (decoded.address_size == 0 || decoded.address_size > kMaxAddressSize) {
     *error =
         "connect request carries an invalid address size " + std::to_string(decoded.address_size);
@@ -58,7 +73,11 @@ void encode_connect_ack(const ConnectAck& ack, uint8_t* out) {
   std::memset(out, 0, kConnectAckSize);
   put32(out, kAckMagic);
   out[4] = kWireVersion;
+  out[5] = static_cast<uint8_t>(ack.protocol);
+  out[6] = ack.needs_size_notices ? 1 : 0;
   put32(out + 8, ack.recv_comm_id);
+  std::memcpy(out + 12, &ack.write_target, 2);
+  put32(out + 16, ack.eager_size);
 }
 
 bool decode_connect_ack(const uint8_t* bytes, size_t size, ConnectAck* ack, std::string* error) {
@@ -74,6 +93,25 @@ bool decode_connect_ack(const uint8_t* bytes, size_t size, ConnectAck* ack, std:
   decoded.recv_comm_id = get32(bytes + 8);
   if (!valid_comm_id(decoded.recv_comm_id)) {
     *error = "connect acknowledgement carries an invalid comm id";
+    return false;
+  }
+  if (!decode_protocol(bytes[5], &decoded.protocol)) {
+    *error = "connect acknowledgement names unknown protocol " + std::to_string(bytes[5]);
+    return false;
+  }
+  std::memcpy(&decoded.write_target, bytes + 12, 2);
+  decoded.eager_size = get32(bytes + 16);
+  if (decoded.protocol == Protocol::Rdma && decoded.write_target == 0) {
+    *error = "connect acknowledgement for the rdma protocol names no write target";
+    return false;
+  }
+  if (bytes[6] > 1) {
+    *error = "connect acknowledgement has unknown flags";
+    return false;
+  }
+  decoded.needs_size_notices = bytes[6] == 1;
+  if (bytes[7] != 0 || bytes[14] != 0 || bytes[15] != 0 || get32(bytes + 20) != 0) {
+    *error = "connect acknowledgement has non-zero reserved bytes";
     return false;
   }
   *ack = decoded;

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <string>
 
@@ -44,6 +45,21 @@ ncclResult_t Endpoint::open(const fi_info* info, const std::string& device_name,
   endpoint->gpu_off_reason_ = options.gpu_off_reason;
   endpoint->dmabuf_ = options.dmabuf && options.cuda != nullptr;
   endpoint->rma_ = (info->caps & FI_RMA) != 0;
+  endpoint->rdma_ = options.rdma && endpoint->rma_;
+  endpoint->max_write_size_ = info->ep_attr->max_msg_size;
+  endpoint->eager_size_ = options.eager_size;
+  endpoint->eager_buffers_ = std::clamp(options.eager_buffers, 1, 255);
+  endpoint->max_message_ = options.max_message;
+  endpoint->iov_limit_ = info->tx_attr != nullptr ? info->tx_attr->iov_limit : 1;
+  if (endpoint->rdma_) {
+    endpoint->write_targets_.assign(65536, nullptr);
+    for (uint32_t index = 65535; index >= 1; --index) {
+      endpoint->free_write_targets_.push_back(static_cast<uint16_t>(index));
+    }
+  }
+  endpoint->reorder_window_ = static_cast<size_t>(std::max(options.reorder_window, 0));
+  endpoint->reorder_state_ = options.reorder_seed | 1;
+  endpoint->held_.reserve(endpoint->reorder_window_ + kMaxBatch);
   endpoint->flush_ = options.flush;
   long page = sysconf(_SC_PAGESIZE);
   endpoint->page_size_ = page > 0 ? static_cast<size_t>(page) : 4096;
@@ -91,9 +107,16 @@ ncclResult_t Endpoint::open(const fi_info* info, const std::string& device_name,
   if (rc != 0) return fail(device_name, "fi_getname", rc);
   endpoint->local_address_size_ = address_size;
 
-  if (endpoint->flush_ == FlushMethod::Read) {
+  if (endpoint->flush_ == FlushMethod::Read || endpoint->rdma_) {
+    // Flush reads and eager copies into GPU memory target this endpoint.
     ncclResult_t result = endpoint->open_flush_target();
     if (result != ncclSuccess) return result;
+  }
+  std::string problem;
+  if (endpoint->rdma_ && !endpoint->probe_writes(&problem)) {
+    WEFT_WARN("%s: a test write to itself failed (%s): using the tagged protocol",
+              device_name.c_str(), problem.c_str());
+    endpoint->rdma_ = false;
   }
   *out = std::move(endpoint);
   return ncclSuccess;
@@ -159,7 +182,8 @@ int Endpoint::register_region(void* start, size_t length, const MemorySource& so
   attr.mr_iov = &iov;
   attr.iov_count = 1;
   // Reads serve the flush (the NIC reads back what it wrote).
-  attr.access = FI_SEND | FI_RECV | (rma_ ? (FI_READ | FI_REMOTE_READ) : 0);
+  attr.access = FI_SEND | FI_RECV | (rma_ ? (FI_READ | FI_REMOTE_READ) : 0) |
+                (rdma_ ? (FI_WRITE | FI_REMOTE_WRITE) : 0);
   attr.requested_key = mr_key_.fetch_add(1, std::memory_order_relaxed);
   attr.iface = FI_HMEM_SYSTEM;
   if (source.type == NCCL_PTR_CUDA) {
@@ -226,19 +250,156 @@ ncclResult_t Endpoint::open_flush_target() {
   return ncclSuccess;
 }
 
+bool Endpoint::probe_writes(std::string* problem) {
+  fi_context2 context{};
+  auto base = reinterpret_cast<uintptr_t>(flush_buffer_);
+  uint64_t remote = (mr_mode_ & FI_MR_VIRT_ADDR) != 0 ? base + 32 : 32;
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  ssize_t rc;
+  fi_cq_tagged_entry entry{};
+  while ((rc = fi_writedata(ep_.get(), flush_buffer_, 8, flush_descriptor_, 0, self_, remote,
+                            fi_mr_key(flush_mr_), &context)) == -FI_EAGAIN) {
+    fi_cq_read(cq_.get(), &entry, 1);
+    if (std::chrono::steady_clock::now() > deadline) break;
+  }
+  if (rc != 0) {
+    *problem = std::string("fi_writedata: ") + fi_strerror((int)-rc);
+    return false;
+  }
+  bool local = false, remote_seen = false;
+  while (!(local && remote_seen)) {
+    rc = fi_cq_read(cq_.get(), &entry, 1);
+    if (rc == 1) {
+      if ((entry.flags & FI_REMOTE_WRITE) != 0) {
+        remote_seen = true;
+        write_lengths_reported_ = entry.len == 8;
+      } else if (entry.op_context == &context) {
+        local = true;
+      }
+      continue;
+    }
+    if (rc == -FI_EAVAIL) {
+      fi_cq_err_entry error{};
+      fi_cq_readerr(cq_.get(), &error, 0);
+      *problem = std::string("completion error: ") + fi_strerror(error.err);
+      return false;
+    }
+    if (rc != -FI_EAGAIN) {
+      *problem = std::string("fi_cq_read: ") + fi_strerror((int)-rc);
+      return false;
+    }
+    if (std::chrono::steady_clock::now() > deadline) {
+      *problem = "no completion within 5 s";
+      return false;
+    }
+  }
+  if (!write_lengths_reported_) {
+    WEFT_INFO(NCCL_INIT | NCCL_NET,
+              "%s: write completions carry no length here: senders add a size notice",
+              device_name_.c_str());
+  }
+  return true;
+}
+
+uint64_t Endpoint::remote_address(const void* data, const Registration& registration) const {
+  auto address = reinterpret_cast<uintptr_t>(data);
+  return (mr_mode_ & FI_MR_VIRT_ADDR) != 0 ? address : address - registration.start;
+}
+
 ssize_t Endpoint::flush_read(const void* data, const Registration& registration,
                              OpContext* context) {
-  auto address = reinterpret_cast<uintptr_t>(data);
-  // Without FI_MR_VIRT_ADDR the target is an offset into the registration.
-  uint64_t remote = (mr_mode_ & FI_MR_VIRT_ADDR) != 0 ? address : address - registration.start;
+  uint64_t remote = remote_address(data, registration);
   std::lock_guard<std::mutex> lock(io_mutex_);
   return fi_read(ep_.get(), flush_buffer_, 1, flush_descriptor_, self_, remote, registration.key,
                  &context->provider_context);
 }
 
+ssize_t Endpoint::write(const void* buffer, size_t size, void* descriptor, fi_addr_t peer,
+                        uint64_t remote_address, uint64_t key, uint32_t immediate,
+                        OpContext* context) {
+  std::lock_guard<std::mutex> lock(io_mutex_);
+  return fi_writedata(ep_.get(), buffer, size, descriptor, immediate, peer, remote_address, key,
+                      &context->provider_context);
+}
+
+ssize_t Endpoint::write_self(const void* buffer, size_t size, void* descriptor, const void* target,
+                             const Registration& registration, OpContext* context) {
+  uint64_t remote = remote_address(target, registration);
+  std::lock_guard<std::mutex> lock(io_mutex_);
+  return fi_write(ep_.get(), buffer, size, descriptor, self_, remote, registration.key,
+                  &context->provider_context);
+}
+
+ssize_t Endpoint::send_with_header(const void* header, size_t header_size, void* header_descriptor,
+                                   const void* data, size_t size, void* data_descriptor,
+                                   fi_addr_t peer, uint64_t tag, OpContext* context) {
+  iovec iov[2] = {{const_cast<void*>(header), header_size}, {const_cast<void*>(data), size}};
+  void* descriptors[2] = {header_descriptor, data_descriptor};
+  std::lock_guard<std::mutex> lock(io_mutex_);
+  return fi_tsendv(ep_.get(), iov, descriptors, size > 0 ? 2 : 1, peer, tag,
+                   &context->provider_context);
+}
+
+uint16_t Endpoint::attach_write_target(RemoteWriteTarget* target) {
+  std::lock_guard<std::mutex> lock(io_mutex_);
+  if (free_write_targets_.empty()) return 0;
+  uint16_t index = free_write_targets_.back();
+  free_write_targets_.pop_back();
+  write_targets_[index] = target;
+  return index;
+}
+
+void Endpoint::detach_write_target(uint16_t index) {
+  if (index == 0) return;
+  std::lock_guard<std::mutex> lock(io_mutex_);
+  write_targets_[index] = nullptr;
+  free_write_targets_.push_back(index);
+}
+
 int Endpoint::close_region(fid_mr* mr) {
   std::lock_guard<std::mutex> lock(io_mutex_);
   return fi_close(&mr->fid);
+}
+
+void Endpoint::dispatch(const fi_cq_tagged_entry& entry) {
+  if ((entry.flags & FI_REMOTE_WRITE) != 0 && (entry.flags & FI_REMOTE_CQ_DATA) != 0) {
+    // A peer's data write: the immediate names the receiving comm.
+    auto index = static_cast<uint16_t>(entry.data >> 16);
+    RemoteWriteTarget* target = write_targets_.empty() ? nullptr : write_targets_[index];
+    if (target == nullptr) {
+      WEFT_WARN(
+          "%s: dropping a remote write for receiver %u, which does not exist (immediate "
+          "0x%08llx): a peer's protocol error or a comm closed mid-transfer",
+          device_name_.c_str(), index, (unsigned long long)entry.data);
+      return;
+    }
+    target->on_remote_write(static_cast<uint32_t>(entry.data), entry.len);
+    return;
+  }
+  auto* op = static_cast<OpContext*>(entry.op_context);
+  if (op == nullptr || op->target == nullptr) return;
+  const uint64_t* data = (entry.flags & FI_REMOTE_CQ_DATA) ? &entry.data : nullptr;
+  op->target->on_complete(op->slot, entry.len, data);
+}
+
+void Endpoint::deliver(fi_cq_tagged_entry* entries, ssize_t count) {
+  if (reorder_window_ == 0) {
+    for (ssize_t i = 0; i < count; ++i) dispatch(entries[i]);
+    return;
+  }
+  for (ssize_t i = 0; i < count; ++i) held_.push_back(entries[i]);
+  // Beyond the window, or when the queue ran dry, release one at random.
+  size_t keep = count > 0 ? reorder_window_ : (held_.empty() ? 0 : held_.size() - 1);
+  while (held_.size() > keep) {
+    reorder_state_ ^= reorder_state_ << 13;
+    reorder_state_ ^= reorder_state_ >> 7;
+    reorder_state_ ^= reorder_state_ << 17;
+    size_t pick = static_cast<size_t>(reorder_state_ % held_.size());
+    fi_cq_tagged_entry entry = held_[pick];
+    held_[pick] = held_.back();
+    held_.pop_back();
+    dispatch(entry);
+  }
 }
 
 ncclResult_t Endpoint::poll() {
@@ -247,15 +408,13 @@ ncclResult_t Endpoint::poll() {
   std::lock_guard<std::mutex> lock(io_mutex_);
   ssize_t count = fi_cq_read(cq_.get(), entries, static_cast<size_t>(cq_read_count_));
   if (count > 0) {
-    for (ssize_t i = 0; i < count; ++i) {
-      auto* op = static_cast<OpContext*>(entries[i].op_context);
-      if (op == nullptr || op->target == nullptr) continue;
-      const uint64_t* data = (entries[i].flags & FI_REMOTE_CQ_DATA) ? &entries[i].data : nullptr;
-      op->target->on_complete(op->slot, entries[i].len, data);
-    }
+    deliver(entries, count);
     return ncclSuccess;
   }
-  if (count == -FI_EAGAIN) return ncclSuccess;
+  if (count == -FI_EAGAIN) {
+    deliver(entries, 0);
+    return ncclSuccess;
+  }
   if (count == -FI_EAVAIL) {
     fi_cq_err_entry error{};
     ssize_t rc = fi_cq_readerr(cq_.get(), &error, 0);

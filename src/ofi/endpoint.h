@@ -28,6 +28,17 @@ class Driver;
 
 namespace weft::ofi {
 
+// Where the immediate data of a peer's RDMA write into this process goes
+// (the RDMA protocol's receive side). Runs on whichever thread polls, under
+// the endpoint's I/O lock: it must not call back into the endpoint.
+class RemoteWriteTarget {
+ public:
+  virtual void on_remote_write(uint32_t immediate, size_t length) = 0;
+
+ protected:
+  ~RemoteWriteTarget() = default;
+};
+
 // How iflush makes data the NIC wrote into GPU memory visible to the GPU.
 enum class FlushMethod { None, Read, Cuda };
 
@@ -41,6 +52,15 @@ struct EndpointOptions {
   std::string gpu_off_reason = "GPU memory support is off";
   bool dmabuf = false;  // dma-buf registration probed to work
   FlushMethod flush = FlushMethod::None;
+  // RDMA protocol: the info has FI_RMA with writes and remote CQ data.
+  bool rdma = false;
+  // Test aid: hold up to this many completions and deliver them in a
+  // shuffled order (0: in the provider's order).
+  int reorder_window = 0;
+  uint64_t reorder_seed = 1;
+  size_t eager_size = 8192;
+  int eager_buffers = 16;
+  uint64_t max_message = 1ull << 32;  // maxP2pBytes
 };
 
 class Endpoint final : public Poller, public OrphanKeeper {
@@ -81,6 +101,32 @@ class Endpoint final : public Poller, public OrphanKeeper {
   ssize_t inject(const void* buffer, size_t size, fi_addr_t peer, uint64_t tag);
   ssize_t receive(void* buffer, size_t size, void* descriptor, uint64_t tag, OpContext* context);
   void cancel(OpContext* context);
+  // RDMA protocol. A write carrying 4 bytes of immediate data to the peer.
+  ssize_t write(const void* buffer, size_t size, void* descriptor, fi_addr_t peer,
+                uint64_t remote_address, uint64_t key, uint32_t immediate, OpContext* context);
+  // A write into this process's own registered memory, through the NIC
+  // (eager data into GPU buffers).
+  ssize_t write_self(const void* buffer, size_t size, void* descriptor, const void* target,
+                     const Registration& registration, OpContext* context);
+  // A tagged send of a header followed by the caller's data (two iovecs).
+  ssize_t send_with_header(const void* header, size_t header_size, void* header_descriptor,
+                           const void* data, size_t size, void* data_descriptor, fi_addr_t peer,
+                           uint64_t tag, OpContext* context);
+  // How a peer names `data` in a write: its virtual address, or its offset
+  // in the registration when the provider does not use FI_MR_VIRT_ADDR.
+  uint64_t remote_address(const void* data, const Registration& registration) const;
+  // A slot for a receiver's immediates (1..65535, 0 when all are taken).
+  uint16_t attach_write_target(RemoteWriteTarget* target);
+  void detach_write_target(uint16_t index);
+  bool rdma() const { return rdma_; }
+  // Whether the target's completion of a write reports its length (libfabric
+  // 1.17's tcp;ofi_rxm reports 0): otherwise senders add a size notice.
+  bool write_lengths_reported() const { return write_lengths_reported_; }
+  size_t eager_size() const { return eager_size_; }
+  int eager_buffers() const { return eager_buffers_; }
+  uint64_t max_message() const { return max_message_; }
+  size_t max_write_size() const { return max_write_size_; }
+  size_t iov_limit() const { return iov_limit_; }
   // Registers [start, start + length) as `source` describes (`data` is
   // where NCCL's buffer begins, for dma-buf offsets). On failure returns the
   // provider's negative error and the call that failed.
@@ -113,6 +159,11 @@ class Endpoint final : public Poller, public OrphanKeeper {
  private:
   Endpoint() = default;
   ncclResult_t open_flush_target();
+  void dispatch(const fi_cq_tagged_entry& entry);
+  // Writes a few bytes to itself; false when the write or its completions fail.
+  bool probe_writes(std::string* problem);
+  // Delivers `count` fresh entries, or through the reordering window.
+  void deliver(fi_cq_tagged_entry* entries, ssize_t count);
 
   FabricPtr<fid_fabric> fabric_;
   FabricPtr<fid_domain> domain_;
@@ -126,6 +177,18 @@ class Endpoint final : public Poller, public OrphanKeeper {
   std::string gpu_off_reason_;
   FlushMethod flush_ = FlushMethod::None;
   bool rma_ = false;
+  bool rdma_ = false;
+  bool write_lengths_reported_ = true;
+  size_t eager_size_ = 0;
+  int eager_buffers_ = 16;
+  uint64_t max_message_ = 0;
+  size_t max_write_size_ = 0;
+  size_t iov_limit_ = 1;
+  std::vector<RemoteWriteTarget*> write_targets_;  // by immediate target index
+  std::vector<uint16_t> free_write_targets_;
+  size_t reorder_window_ = 0;
+  uint64_t reorder_state_ = 1;
+  std::vector<fi_cq_tagged_entry> held_;
   size_t page_size_ = 4096;
   // Target of flush reads, registered once; fi_addr of this endpoint.
   uint64_t flush_buffer_[8] = {};

@@ -14,25 +14,6 @@ namespace {
 
 constexpr size_t kProbeBytes = 2 << 20;  // one large GPU page
 
-// fi_getinfo for exactly this provider and domain, with extra caps.
-InfoPtr variant_with(const fi_info* base, uint64_t extra_caps, uint64_t extra_mr_mode) {
-  InfoPtr hints = make_hints(base->fabric_attr->prov_name, extra_caps, extra_mr_mode);
-  if (!hints) return nullptr;
-  hints->domain_attr->name = strdup(base->domain_attr->name);
-  fi_info* found = nullptr;
-  int rc = fi_getinfo(fabric_api_version(), nullptr, nullptr, 0, hints.get(), &found);
-  InfoPtr all(found);
-  if (rc != 0) return nullptr;
-  for (fi_info* info = all.get(); info != nullptr; info = info->next) {
-    if (std::strcmp(info->fabric_attr->prov_name, base->fabric_attr->prov_name) == 0 &&
-        std::strcmp(info->domain_attr->name, base->domain_attr->name) == 0 &&
-        (info->caps & extra_caps) == extra_caps) {
-      return InfoPtr(fi_dupinfo(info));
-    }
-  }
-  return nullptr;
-}
-
 // Registers a real device buffer (and a dma-buf of it) on a scratch domain.
 void probe(const fi_info* info, const cuda::Driver& driver, bool try_dmabuf, GpuSupport* support) {
   fid_fabric* fabric_raw = nullptr;
@@ -115,8 +96,8 @@ GpuSupport enable_gpu_memory(DiscoveredDevice* device, const cuda::Driver* drive
     return support;
   }
   InfoPtr hmem =
-      variant_with(device->info.get(), FI_HMEM | FI_RMA | FI_READ | FI_REMOTE_READ, FI_MR_HMEM);
-  if (!hmem) hmem = variant_with(device->info.get(), FI_HMEM, FI_MR_HMEM);
+      find_variant(device->info.get(), FI_HMEM | FI_RMA | FI_READ | FI_REMOTE_READ, FI_MR_HMEM);
+  if (!hmem) hmem = find_variant(device->info.get(), FI_HMEM, FI_MR_HMEM);
   if (!hmem) {
     support.off_reason = std::string("libfabric provider ") + device->info->fabric_attr->prov_name +
                          " offers no FI_HMEM here (this libfabric was built without CUDA "

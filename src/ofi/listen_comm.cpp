@@ -71,6 +71,14 @@ ncclResult_t OfiListenComm::accept(RecvComm** recv_comm) {
                 problem.c_str());
       return post_request_receive();
     }
+    Protocol own = endpoint_->rdma() ? Protocol::Rdma : Protocol::Tagged;
+    if (request.protocol != own) {
+      // The acknowledgement names ours: the connecting side fails with this.
+      WEFT_WARN(
+          "%s: a peer connects with the %s protocol, this side uses %s; set the same "
+          "WEFT_OFI_PROTOCOL on every node",
+          endpoint_->device_name().c_str(), protocol_name(request.protocol), protocol_name(own));
+    }
     CommSetup setup;
     setup.endpoint = endpoint_;
     setup.close_timeout_ms = close_timeout_ms_;

@@ -22,10 +22,13 @@ ncclResult_t OfiTransport::create(const Params& params, std::unique_ptr<Transpor
     found.properties.reg_is_global = params.mr_cache;
     found.properties.force_flush = params.force_flush;
     device->gpu = enable_gpu_memory(&found, transport->cuda_, params);
+    result = choose_protocol(&found, params.ofi_protocol, &device->protocol);
+    if (result != ncclSuccess) return result;
     device->provider_hash = fnv1a_32(std::string(found.info->fabric_attr->prov_name) + "/" +
                                      std::to_string(found.info->addr_format));
-    WEFT_INFO(NCCL_INIT, "device %zu: %s (provider %s, %d Mbps%s%s)", transport->devices_.size(),
-              found.properties.name.c_str(), found.info->fabric_attr->prov_name,
+    WEFT_INFO(NCCL_INIT, "device %zu: %s (provider %s, %s protocol, %d Mbps%s%s)",
+              transport->devices_.size(), found.properties.name.c_str(),
+              found.info->fabric_attr->prov_name, protocol_name(device->protocol.protocol),
               found.properties.speed_mbps, found.properties.pci_path.empty() ? "" : ", ",
               found.properties.pci_path.c_str());
     device->discovered = std::move(found);
@@ -72,6 +75,12 @@ ncclResult_t OfiTransport::endpoint_for(int dev, std::shared_ptr<Endpoint>* out)
     options.gpu_off_reason = device.gpu.off_reason;
     options.dmabuf = device.gpu.dmabuf;
     options.flush = device.gpu.flush;
+    options.rdma = device.protocol.protocol == Protocol::Rdma;
+    options.eager_size = static_cast<size_t>(params_.ofi_eager_size);
+    options.eager_buffers = static_cast<int>(params_.ofi_eager_buffers);
+    options.max_message = device.discovered.properties.max_p2p_bytes;
+    options.reorder_window = static_cast<int>(params_.ofi_test_reorder);
+    options.reorder_seed = static_cast<uint64_t>(params_.ofi_test_reorder_seed);
     ncclResult_t result = Endpoint::open(device.discovered.info.get(),
                                          device.discovered.properties.name, options, &endpoint);
     if (result != ncclSuccess) return result;

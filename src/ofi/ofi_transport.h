@@ -1,5 +1,6 @@
-// The libfabric transport: one device per provider domain, tagged
-// two-sided messaging over a shared RDM endpoint per device.
+// The libfabric transport: one device per provider domain, over a shared
+// RDM endpoint per device; data moves with tagged messages or with the
+// RDMA protocol (protocol_choice.h).
 #pragma once
 
 #include <memory>
@@ -9,6 +10,7 @@
 #include "core/connect_cookies.h"
 #include "ofi/endpoint.h"
 #include "ofi/gpu_support.h"
+#include "ofi/protocol_choice.h"
 #include "ofi/provider_discovery.h"
 #include "ofi/send_comm.h"
 #include "weft/params.h"
@@ -33,6 +35,7 @@ class OfiTransport final : public Transport {
     DiscoveredDevice discovered;
     uint32_t provider_hash = 0;
     GpuSupport gpu;
+    ProtocolChoice protocol;
     std::mutex mutex;
     // Weak: an endpoint lives exactly as long as comms use it, so nothing
     // of the provider stays open once every comm is closed (NCCL may unload

@@ -56,6 +56,24 @@ InfoPtr make_hints(const std::string& provider, uint64_t extra_caps, uint64_t ex
   return hints;
 }
 
+InfoPtr find_variant(const fi_info* base, uint64_t extra_caps, uint64_t extra_mr_mode) {
+  InfoPtr hints = make_hints(base->fabric_attr->prov_name, extra_caps, extra_mr_mode);
+  if (!hints) return nullptr;
+  hints->domain_attr->name = strdup(base->domain_attr->name);
+  fi_info* found = nullptr;
+  int rc = fi_getinfo(fabric_api_version(), nullptr, nullptr, 0, hints.get(), &found);
+  InfoPtr all(found);
+  if (rc != 0) return nullptr;
+  for (fi_info* info = all.get(); info != nullptr; info = info->next) {
+    if (std::strcmp(info->fabric_attr->prov_name, base->fabric_attr->prov_name) == 0 &&
+        std::strcmp(info->domain_attr->name, base->domain_attr->name) == 0 &&
+        (info->caps & extra_caps) == extra_caps) {
+      return InfoPtr(fi_dupinfo(info));
+    }
+  }
+  return nullptr;
+}
+
 namespace {
 
 std::string pci_path_of(const fi_info* info) {

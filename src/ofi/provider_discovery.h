@@ -21,6 +21,10 @@ struct DiscoveredDevice {
 // 4 bytes of CQ data, every mr_mode it handles), plus `extra_caps`.
 InfoPtr make_hints(const std::string& provider, uint64_t extra_caps, uint64_t extra_mr_mode);
 
+// The same provider and domain as `base`, asked again with extra caps and
+// mr_mode bits; nullptr when the provider does not offer them there.
+InfoPtr find_variant(const fi_info* base, uint64_t extra_caps, uint64_t extra_mr_mode);
+
 // On failure logs what was found and which variable to set.
 ncclResult_t discover_devices(const Params& params, std::vector<DiscoveredDevice>* devices);
 

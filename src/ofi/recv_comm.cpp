@@ -24,6 +24,20 @@ ncclResult_t OfiRecvComm::post_ack(bool* posted) {
     }
     ConnectAck ack;
     ack.recv_comm_id = local_id_;
+    if (endpoint().rdma() && !rdma_) {
+      // Bounce buffers are posted before the sender learns it may use them.
+      RdmaPeer rdma_peer{peer(), peer_name(), connector_id_, local_id_};
+      rdma_ = std::make_unique<RdmaRecvPath>(endpoint(), std::move(rdma_peer),
+                                             endpoint().eager_size(), endpoint().eager_buffers());
+      ncclResult_t result = rdma_->start();
+      if (result != ncclSuccess) return result;
+    }
+    if (rdma_) {
+      ack.protocol = Protocol::Rdma;
+      ack.write_target = rdma_->write_target();
+      ack.eager_size = rdma_->eager_size();
+      ack.needs_size_notices = rdma_->needs_size_notices();
+    }
     encode_connect_ack(ack, control_.ack);
     ssize_t rc = endpoint().send(control_.ack, sizeof(control_.ack), control_descriptor(), peer(),
                                  ack_tag(connector_id_), &ack_op_);
@@ -51,6 +65,7 @@ ncclResult_t OfiRecvComm::irecv(int n, void** data, const size_t* sizes, const i
     WEFT_WARN("%s: irecv with NULL data or tags", device_name().c_str());
     return ncclInvalidArgument;
   }
+  if (rdma_) return rdma_->irecv(n, data, sizes, tags, mhandles, request);
   if (partial_.request != nullptr) {
     // Keep posting order: finish the earlier group first.
     ncclResult_t result = post_pending();
@@ -186,6 +201,7 @@ ncclResult_t OfiRecvComm::FlushOwner::report_failure(int error, size_t, size_t, 
 }
 
 ncclResult_t OfiRecvComm::progress() {
+  if (rdma_) return rdma_->progress();
   if (partial_.request != nullptr) {
     ncclResult_t result = post_pending();
     if (result != ncclSuccess) return result;
@@ -214,6 +230,7 @@ void OfiRecvComm::on_error(uint32_t, int error, size_t, const char* text) {
 }
 
 bool OfiRecvComm::in_flight() {
+  if (rdma_ && rdma_->in_flight()) return true;
   if (ack_posted_ && !ack_done_.load(std::memory_order_acquire)) return true;
   for (size_t i = 0; i < kMaxRequests; ++i) {
     RecvRequest* req = pool_.at(i);
@@ -225,6 +242,7 @@ bool OfiRecvComm::in_flight() {
 }
 
 void OfiRecvComm::cancel_receives() {
+  if (rdma_) rdma_->cancel_receives();
   if (partial_.request != nullptr) {
     partial_.request->drop_unposted(partial_.request->count() - partial_.next);
     partial_.request = nullptr;

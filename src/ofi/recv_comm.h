@@ -4,10 +4,12 @@
 #pragma once
 
 #include <atomic>
+#include <memory>
 
 #include "core/request_pool.h"
 #include "ofi/comm_base.h"
 #include "ofi/connection_messages.h"
+#include "ofi/rdma_recv_path.h"
 
 namespace weft::ofi {
 
@@ -77,6 +79,7 @@ class OfiRecvComm final : public CommBase<RecvComm>, public CompletionTarget {
                                 const char* text) override;
     OfiRecvComm* comm;
   } flush_owner_{this};
+  std::unique_ptr<RdmaRecvPath> rdma_;  // the rdma protocol's data path
 };
 
 }  // namespace weft::ofi

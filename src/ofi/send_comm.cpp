@@ -3,6 +3,7 @@
 #include <rdma/fi_errno.h>
 #include <rdma/fi_tagged.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 
@@ -40,6 +41,7 @@ ncclResult_t OfiSendComm::step_connect(bool* connected) {
     if (result != ncclSuccess) return result;
     ConnectRequest request;
     request.connector_comm_id = local_id_;
+    request.protocol = endpoint().rdma() ? Protocol::Rdma : Protocol::Tagged;
     request.address_size = static_cast<uint8_t>(endpoint().local_address_size());
     std::memcpy(request.address, endpoint().local_address(), request.address_size);
     encode_connect_request(request, control_.connect);
@@ -83,7 +85,24 @@ ncclResult_t OfiSendComm::step_connect(bool* connected) {
     WEFT_WARN("%s: connect to %s: %s", device_name().c_str(), peer_name().c_str(), error.c_str());
     return ncclRemoteError;
   }
+  Protocol own = endpoint().rdma() ? Protocol::Rdma : Protocol::Tagged;
+  if (ack.protocol != own) {
+    WEFT_WARN(
+        "%s: connect to %s: the peer uses the %s protocol, this side %s; set the same "
+        "WEFT_OFI_PROTOCOL on every node",
+        device_name().c_str(), peer_name().c_str(), protocol_name(ack.protocol),
+        protocol_name(own));
+    return ncclInvalidUsage;
+  }
   remote_id_ = ack.recv_comm_id;
+  if (own == Protocol::Rdma) {
+    RdmaPeer rdma_peer{peer(), peer_name(), remote_id_, local_id_};
+    size_t eager = std::min<size_t>(endpoint().eager_size(), ack.eager_size);
+    rdma_ = std::make_unique<RdmaSendPath>(endpoint(), std::move(rdma_peer), ack.write_target,
+                                           eager, endpoint().max_message(), ack.needs_size_notices);
+    ncclResult_t started = rdma_->start();
+    if (started != ncclSuccess) return started;
+  }
   connected_ = true;
   *connected = true;
   WEFT_INFO(NCCL_INIT, "%s: connected to %s (send comm %u -> recv comm %u)", device_name().c_str(),
@@ -98,6 +117,7 @@ ncclResult_t OfiSendComm::isend(void* data, size_t size, int tag, void* mhandle,
     WEFT_WARN("%s: isend on a comm that is not connected", device_name().c_str());
     return ncclInvalidUsage;
   }
+  if (rdma_) return rdma_->isend(data, size, tag, mhandle, request);
   SendRequest* req = pool_.acquire();
   if (req == nullptr) return progress();  // all slots busy: NCCL retries later
   req->start(this, 1, /*is_send=*/true);
@@ -154,6 +174,7 @@ void OfiSendComm::on_error(uint32_t slot, int error, size_t, const char* text) {
 }
 
 bool OfiSendComm::in_flight() {
+  if (rdma_ && rdma_->in_flight()) return true;
   if (ack_posted_ && !ack_done_.load(std::memory_order_acquire)) return true;
   if (connect_posted_ && !connect_done_.load(std::memory_order_acquire)) return true;
   for (size_t i = 0; i < kPoolSize; ++i) {
@@ -165,6 +186,7 @@ bool OfiSendComm::in_flight() {
 }
 
 void OfiSendComm::cancel_receives() {
+  if (rdma_) rdma_->cancel_receives();
   if (ack_posted_ && !ack_done_.load(std::memory_order_acquire)) {
     endpoint().cancel(&control_ops_[kAckSlot]);
   }

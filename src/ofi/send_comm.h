@@ -4,10 +4,12 @@
 
 #include <atomic>
 #include <chrono>
+#include <memory>
 
 #include "core/request_pool.h"
 #include "ofi/comm_base.h"
 #include "ofi/connection_messages.h"
+#include "ofi/rdma_send_path.h"
 
 namespace weft::ofi {
 
@@ -58,6 +60,7 @@ class OfiSendComm final : public CommBase<SendComm>, public CompletionTarget {
   OpContext control_ops_[2];
   ControlBuffers control_{};
   RequestPool<SendRequest, kPoolSize> pool_;
+  std::unique_ptr<RdmaSendPath> rdma_;  // the rdma protocol's data path
 };
 
 }  // namespace weft::ofi

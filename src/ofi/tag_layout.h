@@ -4,7 +4,7 @@
 // messages of one comm and tag in posting order.
 //
 //   data:    0 | recv comm id (31 bits) | NCCL tag (32 bits)
-//   control: 1 | kind (connect, ack)     | id (32 bits)
+//   control: 1 | kind (connect, ack, clear-to-send, eager) | id (32 bits)
 #pragma once
 
 #include <cstdint>
@@ -16,6 +16,9 @@ namespace weft::ofi {
 constexpr uint64_t kControlBit = 1ull << 63;
 constexpr uint64_t kConnectKind = 1ull << 62;
 constexpr uint64_t kAckKind = 1ull << 61;
+// RDMA protocol: clear-to-send to a send comm, eager data to a recv comm.
+constexpr uint64_t kCtsKind = 1ull << 60;
+constexpr uint64_t kEagerKind = 1ull << 59;
 
 constexpr uint64_t data_tag(uint32_t recv_comm_id, int nccl_tag) {
   return (static_cast<uint64_t>(recv_comm_id & kMaxCommId) << 32) | static_cast<uint32_t>(nccl_tag);
@@ -27,6 +30,14 @@ constexpr uint64_t connect_tag(uint32_t listen_id) {
 
 constexpr uint64_t ack_tag(uint32_t send_comm_id) {
   return kControlBit | kAckKind | send_comm_id;
+}
+
+constexpr uint64_t cts_tag(uint32_t send_comm_id) {
+  return kControlBit | kCtsKind | send_comm_id;
+}
+
+constexpr uint64_t eager_tag(uint32_t recv_comm_id) {
+  return kControlBit | kEagerKind | recv_comm_id;
 }
 
 }  // namespace weft::ofi

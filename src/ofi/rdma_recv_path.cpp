@@ -1,0 +1,422 @@
+#include "ofi/rdma_recv_path.h"
+
+#include <rdma/fi_errno.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+
+#include "ofi/comm_base.h"
+#include "ofi/memory_region.h"
+#include "ofi/tag_layout.h"
+#include "weft/log.h"
+
+namespace weft::ofi {
+
+RdmaRecvPath::RdmaRecvPath(Endpoint& endpoint, RdmaPeer peer, size_t eager_size, int bounce_count)
+    : endpoint_(endpoint),
+      peer_(std::move(peer)),
+      eager_size_(eager_size),
+      // Aligned so every bounce's data starts on a cache line.
+      bounce_stride_((kEagerHeaderSize + eager_size + 63) & ~size_t{63}),
+      bounces_(new Bounce[static_cast<size_t>(bounce_count)]),
+      bounce_count_(bounce_count),
+      needs_notices_(!endpoint.write_lengths_reported()) {
+  for (int i = 0; i < bounce_count_; ++i) {
+    bounces_[i].op.target = this;
+    bounces_[i].op.slot = static_cast<uint32_t>(i);
+  }
+  for (uint32_t i = 0; i < kRdmaSlots * kRdmaMaxEntries; ++i) {
+    copy_ops_[i].target = &copy_target_;
+    copy_ops_[i].slot = i;
+  }
+}
+
+RdmaRecvPath::~RdmaRecvPath() {
+  endpoint_.detach_write_target(write_target_);
+  deregister_memory(&endpoint_, endpoint_.device_name(), bounce_region_);
+  deregister_memory(&endpoint_, endpoint_.device_name(), cts_region_);
+}
+
+ncclResult_t RdmaRecvPath::start() {
+  bounce_memory_.assign(bounce_stride_ * static_cast<size_t>(bounce_count_), 0);
+  ncclResult_t result = register_memory(endpoint_, bounce_memory_.data(), bounce_memory_.size(),
+                                        MemorySource{}, &bounce_region_);
+  if (result != ncclSuccess) return result;
+  result =
+      register_memory(endpoint_, cts_buffers_, sizeof(cts_buffers_), MemorySource{}, &cts_region_);
+  if (result != ncclSuccess) return result;
+  write_target_ = endpoint_.attach_write_target(this);
+  if (write_target_ == 0) {
+    WEFT_WARN("%s: more than 65535 receive comms on one device use the rdma protocol",
+              endpoint_.device_name().c_str());
+    return ncclSystemError;
+  }
+  for (int i = 0; i < bounce_count_; ++i) {
+    result = post_bounce(i);
+    if (result != ncclSuccess) return result;
+  }
+  return ncclSuccess;
+}
+
+ncclResult_t RdmaRecvPath::post_bounce(int index) {
+  Bounce& bounce = bounces_[index];
+  bounce.length = 0;
+  bounce.state.store(kPosted, std::memory_order_relaxed);
+  ssize_t rc = endpoint_.receive(bounce_data(index), bounce_stride_, descriptor_of(bounce_region_),
+                                 eager_tag(peer_.local_comm_id), &bounce.op);
+  if (rc == 0) return ncclSuccess;
+  bounce.state.store(kIdle, std::memory_order_relaxed);
+  // Posted again by a later progress; the provider queues what arrives meanwhile.
+  if (rc == -FI_EAGAIN || rc == -FI_ENOMEM) return ncclSuccess;
+  WEFT_WARN("%s: posting an eager receive buffer for %s failed: %s",
+            endpoint_.device_name().c_str(), peer_.name.c_str(), fi_strerror((int)-rc));
+  return ncclSystemError;
+}
+
+void RdmaRecvPath::fail(const std::string& problem) {
+  int expected = 0;
+  if (fatal_.compare_exchange_strong(expected, 1, std::memory_order_acq_rel)) {
+    std::snprintf(fatal_text_, sizeof(fatal_text_), "%s", problem.c_str());
+    WEFT_WARN("%s: protocol error from %s: %s; the connection is unusable",
+              endpoint_.device_name().c_str(), peer_.name.c_str(), problem.c_str());
+  }
+}
+
+ncclResult_t RdmaRecvPath::fatal() const {
+  return fatal_.load(std::memory_order_acquire) != 0 ? ncclRemoteError : ncclSuccess;
+}
+
+ncclResult_t RdmaRecvPath::irecv(int n, void** data, const size_t* sizes, const int* tags,
+                                 void** mhandles, Request** request) {
+  *request = nullptr;
+  ncclResult_t result = service();
+  if (result != ncclSuccess) return result;
+  for (int i = 0; i < n; ++i) {
+    size_t size = sizes == nullptr ? 0 : sizes[i];
+    auto* region = static_cast<const MemoryRegion*>(mhandles == nullptr ? nullptr : mhandles[i]);
+    if (size > 0 && (region == nullptr || region->magic != MemoryRegion::kMagic)) {
+      WEFT_WARN(
+          "%s: irecv of %zu bytes without a valid memory handle (the rdma protocol needs "
+          "every receive buffer registered)",
+          endpoint_.device_name().c_str(), size);
+      return ncclInvalidArgument;
+    }
+  }
+  RecvRequest* req = pool_.acquire();
+  if (req == nullptr) return endpoint_.poll();
+  const int s = slot_of(req);
+  req->start(this, n + 1, /*is_send=*/false, n);
+  req->set_posted_size(kCtsOp, SIZE_MAX);
+  CtsMessage cts;
+  cts.group_seq = next_group_;
+  cts.first_index = next_index_;
+  cts.slot = static_cast<uint8_t>(s);
+  cts.count = static_cast<uint8_t>(n);
+  {
+    std::lock_guard<std::mutex> lock(state_mutex_);
+    Slot& slot = slots_[s];
+    slot.first_index = next_index_;
+    slot.count = n;
+    for (int i = 0; i < n; ++i) {
+      size_t size = sizes == nullptr ? 0 : sizes[i];
+      auto* region = static_cast<const MemoryRegion*>(mhandles == nullptr ? nullptr : mhandles[i]);
+      slot.entries[i] = Entry{};
+      slot.entries[i].data = data[i];
+      slot.entries[i].posted = size;
+      slot.entries[i].region = size > 0 ? region : nullptr;
+      slot.entries[i].tag = tags[i];
+      req->set_posted_size(i, size);
+      cts.entries[i].size = size;
+      cts.entries[i].tag = tags[i];
+      if (size > 0) {
+        cts.entries[i].address = endpoint_.remote_address(data[i], region->registration());
+        cts.entries[i].key = region->registration().key;
+      }
+    }
+    slot.request = req;
+  }
+  encode_cts(cts, cts_buffers_[s]);
+  ssize_t rc = endpoint_.send(cts_buffers_[s], cts_size(n), descriptor_of(cts_region_),
+                              peer_.address, cts_tag(peer_.remote_comm_id), req->op(kCtsOp));
+  if (rc != 0) {
+    {
+      std::lock_guard<std::mutex> lock(state_mutex_);
+      slots_[s].request = nullptr;
+    }
+    pool_.release(req);
+    if (rc == -FI_EAGAIN) return endpoint_.poll();
+    WEFT_WARN("%s: sending the clear-to-send for %d receive(s) to %s failed: %s",
+              endpoint_.device_name().c_str(), n, peer_.name.c_str(), fi_strerror((int)-rc));
+    return ncclSystemError;
+  }
+  next_index_ += static_cast<uint32_t>(n);
+  ++next_group_;
+  *request = req;
+  // Eager messages for this group may have arrived before it was posted.
+  return service();
+}
+
+bool RdmaRecvPath::place_eager(int index, ncclResult_t* result) {
+  *result = ncclSuccess;
+  Bounce& bounce = bounces_[index];
+  const uint8_t* bytes = bounce_data(index);
+  EagerHeader header;
+  std::string problem;
+  if (!decode_eager_header(bytes, bounce.length, eager_size_, &header, &problem)) {
+    fail(problem);
+    *result = ncclRemoteError;
+    return false;
+  }
+  if (header.size_notice) {
+    {
+      std::lock_guard<std::mutex> lock(state_mutex_);
+      if (static_cast<int32_t>(header.index - next_index_) >= 0) return false;
+    }
+    take_size_notice(header);
+    *result = fatal();
+    return true;
+  }
+  RecvRequest* req = nullptr;
+  int entry_index = -1;
+  int slot_index = -1;
+  bool copy_to_gpu = false;
+  Entry* entry = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(state_mutex_);
+    // Not posted yet: keep it until irecv covers its index.
+    if (static_cast<int32_t>(header.index - next_index_) >= 0) return false;
+    for (int s = 0; s < kRdmaSlots && entry == nullptr; ++s) {
+      Slot& slot = slots_[s];
+      if (slot.request == nullptr || header.index - slot.first_index >= uint32_t(slot.count))
+        continue;
+      for (int e = 0; e < slot.count; ++e) {
+        if (slot.entries[e].tag == header.tag && !slot.entries[e].claimed) {
+          entry = &slot.entries[e];
+          entry_index = e;
+          slot_index = s;
+          req = slot.request;
+          break;
+        }
+      }
+    }
+    if (entry == nullptr) {
+      fail("eager message #" + std::to_string(header.index) + " with tag " +
+           std::to_string(header.tag) + " matches no pending receive");
+      *result = ncclRemoteError;
+      return false;
+    }
+    entry->claimed = true;
+    entry->eager = true;
+    if (header.truncated || header.size > entry->posted) {
+      char text[160];
+      std::snprintf(text, sizeof(text),
+                    "message truncated: the sender's %llu bytes exceed the %zu posted",
+                    (unsigned long long)header.size, entry->posted);
+      req->on_error(static_cast<uint32_t>(entry_index), kTruncated, header.size - entry->posted,
+                    text);
+      return true;
+    }
+    auto* region = static_cast<const MemoryRegion*>(entry->region);
+    copy_to_gpu = header.size > 0 && region != nullptr && region->type == NCCL_PTR_CUDA;
+    if (!copy_to_gpu) {
+      if (header.size > 0) std::memcpy(entry->data, bytes + kEagerHeaderSize, header.size);
+      req->on_complete(static_cast<uint32_t>(entry_index), header.size, nullptr);
+      return true;
+    }
+    entry->received = header.size;
+    bounce.state.store(kCopying, std::memory_order_release);
+  }
+  // GPU memory is not the CPU's to write: the NIC copies it.
+  auto* region = static_cast<const MemoryRegion*>(entry->region);
+  OpContext* op = &copy_ops_[slot_index * kRdmaMaxEntries + entry_index];
+  op->slot = static_cast<uint32_t>((slot_index * kRdmaMaxEntries + entry_index) << 8 | index);
+  for (;;) {
+    ssize_t rc =
+        endpoint_.write_self(bytes + kEagerHeaderSize, header.size, descriptor_of(bounce_region_),
+                             entry->data, region->registration(), op);
+    if (rc == 0) return true;
+    if (rc != -FI_EAGAIN) {
+      bounce.state.store(kIdle, std::memory_order_release);
+      req->on_error(static_cast<uint32_t>(entry_index), static_cast<int>(-rc), 0,
+                    "copying eager data into GPU memory failed");
+      return true;
+    }
+    *result = endpoint_.poll();
+    if (*result != ncclSuccess) return true;
+  }
+}
+
+void RdmaRecvPath::CopyTarget::on_complete(uint32_t slot, size_t, const uint64_t*) {
+  uint32_t position = slot >> 8;
+  Bounce& bounce = path->bounces_[slot & 0xff];
+  std::lock_guard<std::mutex> lock(path->state_mutex_);
+  Slot& owner = path->slots_[position / kRdmaMaxEntries];
+  int entry = static_cast<int>(position % kRdmaMaxEntries);
+  if (owner.request != nullptr) {
+    owner.request->on_complete(static_cast<uint32_t>(entry), owner.entries[entry].received,
+                               nullptr);
+  }
+  bounce.state.store(kIdle, std::memory_order_release);
+}
+
+void RdmaRecvPath::CopyTarget::on_error(uint32_t slot, int error, size_t, const char* text) {
+  uint32_t position = slot >> 8;
+  Bounce& bounce = path->bounces_[slot & 0xff];
+  std::lock_guard<std::mutex> lock(path->state_mutex_);
+  Slot& owner = path->slots_[position / kRdmaMaxEntries];
+  if (owner.request != nullptr) {
+    owner.request->on_error(position % kRdmaMaxEntries, error, 0, text);
+  }
+  bounce.state.store(kIdle, std::memory_order_release);
+}
+
+ncclResult_t RdmaRecvPath::service() {
+  if (ncclResult_t result = fatal(); result != ncclSuccess) return result;
+  for (int i = 0; i < bounce_count_; ++i) {
+    Bounce& bounce = bounces_[i];
+    uint8_t state = bounce.state.load(std::memory_order_acquire);
+    if (state == kArrived) {
+      ncclResult_t result = ncclSuccess;
+      if (!place_eager(i, &result)) {
+        if (result != ncclSuccess) return result;
+        continue;  // its receive is not posted yet
+      }
+      // A GPU copy keeps the buffer until it completes.
+      uint8_t expected = kArrived;
+      bounce.state.compare_exchange_strong(expected, kIdle, std::memory_order_acq_rel);
+      if (result != ncclSuccess) return result;
+      state = bounce.state.load(std::memory_order_acquire);
+    }
+    if (state == kIdle && !closing_) {
+      ncclResult_t result = post_bounce(i);
+      if (result != ncclSuccess) return result;
+    }
+  }
+  return ncclSuccess;
+}
+
+ncclResult_t RdmaRecvPath::progress() {
+  ncclResult_t result = endpoint_.poll();
+  if (result != ncclSuccess) return result;
+  return service();
+}
+
+void RdmaRecvPath::on_complete(uint32_t slot, size_t length, const uint64_t*) {
+  Bounce& bounce = bounces_[slot];
+  bounce.length = length;
+  bounce.state.store(kArrived, std::memory_order_release);
+}
+
+void RdmaRecvPath::on_error(uint32_t slot, int error, size_t, const char* text) {
+  bounces_[slot].state.store(kIdle, std::memory_order_release);
+  if (error == FI_ECANCELED) return;  // closing
+  fail(std::string("an eager receive failed: ") + fi_strerror(error) + " (" + text + ")");
+}
+
+void RdmaRecvPath::on_remote_write(uint32_t value, size_t length) {
+  WriteImmediate immediate;
+  std::string problem;
+  if (!decode_immediate(value, &immediate, &problem)) {
+    fail(problem);
+    return;
+  }
+  std::lock_guard<std::mutex> lock(state_mutex_);
+  Slot& slot = slots_[immediate.slot];
+  if (slot.request == nullptr || immediate.entry >= slot.count) {
+    fail("a write names request slot " + std::to_string(immediate.slot) + " entry " +
+         std::to_string(immediate.entry) + ", which has no posted receive");
+    return;
+  }
+  Entry& entry = slot.entries[immediate.entry];
+  uint16_t bit = static_cast<uint16_t>(1u << immediate.segment);
+  if (entry.eager) {
+    fail("a write targets a receive that an eager message already filled");
+    return;
+  }
+  if (entry.segments != 0 && entry.segments != immediate.segments) {
+    fail("writes for one receive disagree on their segment count");
+    return;
+  }
+  if ((entry.arrived & bit) != 0) {
+    fail("segment " + std::to_string(immediate.segment) + " of a receive arrived twice");
+    return;
+  }
+  entry.claimed = true;
+  entry.segments = immediate.segments;
+  entry.arrived = static_cast<uint16_t>(entry.arrived | bit);
+  entry.received += length;
+  if (entry.received > entry.posted) {
+    fail("writes of " + std::to_string(entry.received) + " bytes into a receive of " +
+         std::to_string(entry.posted));
+    return;
+  }
+  complete_if_written(slot, immediate.entry);
+}
+
+void RdmaRecvPath::complete_if_written(Slot& slot, int index) {
+  Entry& entry = slot.entries[index];
+  if (entry.segments == 0 || entry.arrived != static_cast<uint16_t>((1u << entry.segments) - 1))
+    return;
+  if (needs_notices_ && !entry.noticed) return;
+  size_t size = needs_notices_ ? entry.notice_size : entry.received;
+  slot.request->on_complete(static_cast<uint32_t>(index), size, nullptr);
+}
+
+void RdmaRecvPath::take_size_notice(const EagerHeader& header) {
+  std::lock_guard<std::mutex> lock(state_mutex_);
+  for (Slot& slot : slots_) {
+    if (slot.request == nullptr || header.index - slot.first_index >= uint32_t(slot.count))
+      continue;
+    if (header.tag >= slot.count) break;
+    Entry& entry = slot.entries[header.tag];
+    if (!needs_notices_ || entry.eager || entry.noticed || header.size > entry.posted) {
+      fail("unexpected size notice for message #" + std::to_string(header.index));
+      return;
+    }
+    entry.claimed = true;
+    entry.noticed = true;
+    entry.notice_size = header.size;
+    complete_if_written(slot, header.tag);
+    return;
+  }
+  fail("size notice for message #" + std::to_string(header.index) + " matches no pending receive");
+}
+
+void RdmaRecvPath::recycle(Request* request) {
+  auto* req = static_cast<RecvRequest*>(request);
+  {
+    std::lock_guard<std::mutex> lock(state_mutex_);
+    slots_[slot_of(req)].request = nullptr;
+  }
+  pool_.release(req);
+}
+
+ncclResult_t RdmaRecvPath::report_failure(int error, size_t overflow_length, size_t posted_size,
+                                          const char* text) {
+  return completion_failure("receive", endpoint_, peer_.name, error, overflow_length, posted_size,
+                            text);
+}
+
+bool RdmaRecvPath::in_flight() {
+  for (int i = 0; i < bounce_count_; ++i) {
+    uint8_t state = bounces_[i].state.load(std::memory_order_acquire);
+    if (state == kPosted || state == kCopying) return true;
+  }
+  for (int i = 0; i < kRdmaSlots; ++i) {
+    RecvRequest* req = pool_.at(static_cast<size_t>(i));
+    if (pool_.is_used(req) && !req->finished()) return true;
+  }
+  return false;
+}
+
+void RdmaRecvPath::cancel_receives() {
+  closing_ = true;
+  for (int i = 0; i < bounce_count_; ++i) {
+    if (bounces_[i].state.load(std::memory_order_acquire) == kPosted) {
+      endpoint_.cancel(&bounces_[i].op);
+    }
+  }
+}
+
+}  // namespace weft::ofi

@@ -1,0 +1,133 @@
+// Receive side of the RDMA protocol. irecv tells the sender where the
+// buffers are (one clear-to-send message per group); the sender writes the
+// data with fi_writedata and its immediate names slot, entry and segment
+// here. Small messages arrive eagerly in bounce buffers instead and are
+// copied into place. Nothing assumes an order among these completions.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "core/request_pool.h"
+#include "ofi/completion.h"
+#include "ofi/endpoint.h"
+#include "ofi/rdma_wire.h"
+
+namespace weft::ofi {
+
+struct RdmaPeer {
+  fi_addr_t address = FI_ADDR_UNSPEC;
+  std::string name;
+  uint32_t remote_comm_id = 0;  // the peer comm's id, for tags
+  uint32_t local_comm_id = 0;
+};
+
+class RdmaRecvPath final : public RequestOwner, public CompletionTarget, public RemoteWriteTarget {
+ public:
+  RdmaRecvPath(Endpoint& endpoint, RdmaPeer peer, size_t eager_size, int bounce_count);
+  ~RdmaRecvPath();
+  RdmaRecvPath(const RdmaRecvPath&) = delete;
+  RdmaRecvPath& operator=(const RdmaRecvPath&) = delete;
+
+  // Registers the buffers, claims an immediate target, posts the bounce
+  // receives. The ack tells the sender write_target() and eager_size().
+  ncclResult_t start();
+  uint16_t write_target() const { return write_target_; }
+  uint32_t eager_size() const { return static_cast<uint32_t>(eager_size_); }
+  bool needs_size_notices() const { return needs_notices_; }
+
+  ncclResult_t irecv(int n, void** data, const size_t* sizes, const int* tags, void** mhandles,
+                     Request** request);
+  ncclResult_t progress() override;
+  void recycle(Request* request) override;
+  ncclResult_t report_failure(int error, size_t overflow_length, size_t posted_size,
+                              const char* text) override;
+  bool in_flight();
+  void cancel_receives();
+
+  // Bounce buffer completions (slot = bounce index).
+  void on_complete(uint32_t slot, size_t length, const uint64_t* remote_data) override;
+  void on_error(uint32_t slot, int error, size_t overflow_length, const char* text) override;
+  void on_remote_write(uint32_t immediate, size_t length) override;
+
+ private:
+  using RecvRequest = CompletionRequest<kRdmaMaxEntries + 1, OpContext>;
+  static constexpr int kCtsOp = kRdmaMaxEntries;
+
+  struct Entry {
+    void* data = nullptr;
+    size_t posted = 0;
+    const void* region = nullptr;  // MemoryRegion
+    int32_t tag = 0;
+    bool claimed = false;  // an eager message, a write or a size notice named it
+    bool eager = false;    // filled by an eager message
+    uint8_t segments = 0;
+    uint16_t arrived = 0;  // bit per segment
+    size_t received = 0;
+    bool noticed = false;  // the size notice arrived
+    size_t notice_size = 0;
+  };
+  struct Slot {
+    RecvRequest* request = nullptr;
+    uint32_t first_index = 0;
+    int count = 0;
+    Entry entries[kRdmaMaxEntries];
+  };
+  // One state per bounce buffer, so the polling thread and the comm's
+  // thread never see it half-changed.
+  enum BounceState : uint8_t { kIdle, kPosted, kArrived, kCopying };
+  struct Bounce {
+    OpContext op;
+    std::atomic<uint8_t> state{kIdle};
+    size_t length = 0;
+  };
+  // Eager copies into GPU memory (slot = request slot * 8 + entry).
+  struct CopyTarget final : CompletionTarget {
+    explicit CopyTarget(RdmaRecvPath* owner) : path(owner) {}
+    void on_complete(uint32_t slot, size_t length, const uint64_t* remote_data) override;
+    void on_error(uint32_t slot, int error, size_t overflow_length, const char* text) override;
+    RdmaRecvPath* path;
+  };
+
+  uint8_t* bounce_data(int index) { return bounce_memory_.data() + index * bounce_stride_; }
+  ncclResult_t post_bounce(int index);
+  ncclResult_t service();
+  // Matches one eager message; false when its receive is not posted yet.
+  bool place_eager(int bounce, ncclResult_t* result);
+  void fail(const std::string& problem);
+  // Completes a written entry once every segment (and its size notice, where
+  // needed) arrived. Called with state_mutex_ held.
+  void complete_if_written(Slot& slot, int entry);
+  // A size notice for message `index`, entry `entry`.
+  void take_size_notice(const EagerHeader& header);
+  ncclResult_t fatal() const;
+  int slot_of(const RecvRequest* request) { return static_cast<int>(request - pool_.at(0)); }
+
+  Endpoint& endpoint_;
+  RdmaPeer peer_;
+  size_t eager_size_;
+  size_t bounce_stride_;
+  uint16_t write_target_ = 0;
+  uint32_t next_index_ = 0;
+  uint32_t next_group_ = 0;
+  std::vector<uint8_t> bounce_memory_;
+  std::unique_ptr<Bounce[]> bounces_;
+  int bounce_count_;
+  bool closing_ = false;
+  void* bounce_region_ = nullptr;
+  uint8_t cts_buffers_[kRdmaSlots][kCtsMaxSize] = {};
+  void* cts_region_ = nullptr;
+  OpContext copy_ops_[kRdmaSlots * kRdmaMaxEntries];
+  CopyTarget copy_target_{this};
+  std::mutex state_mutex_;  // slots_: the comm's thread and the polling thread
+  Slot slots_[kRdmaSlots];
+  bool needs_notices_ = false;
+  std::atomic<int> fatal_{0};
+  char fatal_text_[256] = {};
+  RequestPool<RecvRequest, kRdmaSlots> pool_;
+};
+
+}  // namespace weft::ofi

@@ -1,0 +1,399 @@
+#include "ofi/rdma_send_path.h"
+
+#include <rdma/fi_errno.h>
+
+#include <algorithm>
+#include <cstdio>
+
+#include "ofi/comm_base.h"
+#include "ofi/memory_region.h"
+#include "ofi/tag_layout.h"
+#include "weft/log.h"
+
+namespace weft::ofi {
+
+RdmaSendPath::RdmaSendPath(Endpoint& endpoint, RdmaPeer peer, uint16_t remote_target,
+                           size_t eager_size, uint64_t max_message, bool size_notices)
+    : endpoint_(endpoint),
+      peer_(std::move(peer)),
+      remote_target_(remote_target),
+      eager_size_(eager_size),
+      max_message_(max_message),
+      // Eager data goes out behind its header in one message.
+      eager_(endpoint.iov_limit() >= 2),
+      size_notices_(size_notices) {
+  for (int i = 0; i < kCtsBuffers; ++i) {
+    cts_[i].op.target = this;
+    cts_[i].op.slot = static_cast<uint32_t>(i);
+  }
+}
+
+RdmaSendPath::~RdmaSendPath() {
+  deregister_memory(&endpoint_, endpoint_.device_name(), cts_region_);
+  deregister_memory(&endpoint_, endpoint_.device_name(), header_region_);
+}
+
+ncclResult_t RdmaSendPath::start() {
+  ncclResult_t result =
+      register_memory(endpoint_, cts_, sizeof(cts_), MemorySource{}, &cts_region_);
+  if (result != ncclSuccess) return result;
+  result = register_memory(endpoint_, headers_, sizeof(headers_), MemorySource{}, &header_region_);
+  if (result != ncclSuccess) return result;
+  for (int i = 0; i < kCtsBuffers; ++i) {
+    result = post_cts_receive(i);
+    if (result != ncclSuccess) return result;
+  }
+  return ncclSuccess;
+}
+
+ncclResult_t RdmaSendPath::post_cts_receive(int index) {
+  CtsBuffer& buffer = cts_[index];
+  buffer.state.store(kPosted, std::memory_order_relaxed);
+  ssize_t rc = endpoint_.receive(buffer.bytes, sizeof(buffer.bytes), descriptor_of(cts_region_),
+                                 cts_tag(peer_.local_comm_id), &buffer.op);
+  if (rc == 0) return ncclSuccess;
+  buffer.state.store(kIdle, std::memory_order_relaxed);
+  // Posted again by a later progress; the provider queues what arrives meanwhile.
+  if (rc == -FI_EAGAIN || rc == -FI_ENOMEM) return ncclSuccess;
+  WEFT_WARN("%s: posting a clear-to-send receive for %s failed: %s",
+            endpoint_.device_name().c_str(), peer_.name.c_str(), fi_strerror((int)-rc));
+  return ncclSystemError;
+}
+
+void RdmaSendPath::fail(const std::string& problem) {
+  int expected = 0;
+  if (fatal_.compare_exchange_strong(expected, 1, std::memory_order_acq_rel)) {
+    std::snprintf(fatal_text_, sizeof(fatal_text_), "%s", problem.c_str());
+    WEFT_WARN("%s: protocol error from %s: %s; the connection is unusable",
+              endpoint_.device_name().c_str(), peer_.name.c_str(), problem.c_str());
+  }
+}
+
+int RdmaSendPath::claim_entry(Group& group, int32_t tag) {
+  for (int e = 0; e < group.cts.count; ++e) {
+    if (!group.used[e] && group.cts.entries[e].tag == tag) {
+      group.used[e] = true;
+      ++group.consumed;
+      return e;
+    }
+  }
+  return -1;
+}
+
+void RdmaSendPath::check_eager_sends(Group& group) {
+  for (int i = 0; i < group.cts.count; ++i) {
+    uint32_t index = group.cts.first_index + static_cast<uint32_t>(i);
+    if (static_cast<int32_t>(index - next_index_) >= 0) break;  // not sent yet
+    EagerCheck& check = checks_[index % kPoolSize];
+    if (check.request == nullptr) continue;  // written, not eager
+    int entry = claim_entry(group, check.tag);
+    if (entry < 0) {
+      fail("the receiver posted no receive with tag " + std::to_string(check.tag) +
+           " for message #" + std::to_string(index));
+      return;
+    }
+    uint64_t posted = group.cts.entries[entry].size;
+    if (check.size > posted) {
+      char text[160];
+      std::snprintf(text, sizeof(text),
+                    "message truncated: %zu bytes sent to a receive of %llu bytes", check.size,
+                    (unsigned long long)posted);
+      check.request->on_error(kEagerCheckOp, kTruncated, check.size - posted, text);
+    } else {
+      check.request->complete_now(kEagerCheckOp);
+    }
+    check.request = nullptr;
+  }
+}
+
+void RdmaSendPath::advance_groups() {
+  for (;;) {
+    Group& group = groups_[group_seq_ % kRdmaSlots];
+    if (!group.valid) return;
+    if (group.cts.first_index != group_first_) {
+      fail("clear-to-send #" + std::to_string(group_seq_) + " starts at message #" +
+           std::to_string(group.cts.first_index) + ", expected #" + std::to_string(group_first_));
+      return;
+    }
+    check_eager_sends(group);
+    if (group.consumed < group.cts.count) return;
+    group.valid = false;
+    group_first_ += group.cts.count;
+    ++group_seq_;
+  }
+}
+
+ncclResult_t RdmaSendPath::absorb_cts() {
+  for (;;) {
+    bool waiting = false;
+    uint32_t before = group_seq_;
+    for (int i = 0; i < kCtsBuffers; ++i) {
+      CtsBuffer& buffer = cts_[i];
+      if (buffer.state.load(std::memory_order_acquire) != kArrived) continue;
+      CtsMessage cts;
+      std::string problem;
+      if (!decode_cts(buffer.bytes, buffer.length, max_message_, &cts, &problem)) {
+        fail(problem);
+        return ncclRemoteError;
+      }
+      uint32_t ahead = cts.group_seq - group_seq_;
+      if (static_cast<int32_t>(ahead) < 0) {
+        fail("clear-to-send #" + std::to_string(cts.group_seq) + " arrived after its group");
+        return ncclRemoteError;
+      }
+      if (ahead >= kRdmaSlots) {
+        waiting = true;  // kept in its buffer until older groups are sent
+        continue;
+      }
+      Group& group = groups_[cts.group_seq % kRdmaSlots];
+      if (group.valid) {
+        fail("clear-to-send #" + std::to_string(cts.group_seq) + " arrived twice");
+        return ncclRemoteError;
+      }
+      group = Group{};
+      group.cts = cts;
+      group.valid = true;
+      buffer.state.store(kIdle, std::memory_order_relaxed);
+      if (!closing_) {
+        ncclResult_t result = post_cts_receive(i);
+        if (result != ncclSuccess) return result;
+      }
+    }
+    advance_groups();
+    if (fatal_.load(std::memory_order_acquire) != 0) return ncclRemoteError;
+    // Waiting ones may fit now that older groups are done.
+    if (!waiting || group_seq_ == before) break;
+  }
+  return ncclSuccess;
+}
+
+ncclResult_t RdmaSendPath::service() {
+  if (fatal_.load(std::memory_order_acquire) != 0) return ncclRemoteError;
+  for (int i = 0; i < kCtsBuffers && !closing_; ++i) {
+    if (cts_[i].state.load(std::memory_order_acquire) == kIdle) {
+      ncclResult_t result = post_cts_receive(i);
+      if (result != ncclSuccess) return result;
+    }
+  }
+  return absorb_cts();
+}
+
+ncclResult_t RdmaSendPath::progress() {
+  ncclResult_t result = endpoint_.poll();
+  if (result != ncclSuccess) return result;
+  return service();
+}
+
+ncclResult_t RdmaSendPath::send_eager(void* data, size_t size, int tag, void* mhandle,
+                                      bool truncated, size_t posted, Request** request) {
+  SendRequest* req = pool_.acquire();
+  if (req == nullptr) return endpoint_.poll();
+  const uint32_t index = next_index_;
+  req->start(this, 2, /*is_send=*/true, 1);
+  req->set_posted_size(0, size);
+  EagerHeader header;
+  header.index = index;
+  header.tag = tag;
+  header.size = size;
+  header.truncated = truncated;
+  uint8_t* bytes = headers_[index_of(req)];
+  encode_eager_header(header, bytes);
+  ssize_t rc =
+      endpoint_.send_with_header(bytes, kEagerHeaderSize, descriptor_of(header_region_), data,
+                                 truncated ? 0 : size, descriptor_of(mhandle), peer_.address,
+                                 eager_tag(peer_.remote_comm_id), req->op(kEagerSendOp));
+  if (rc != 0) {
+    pool_.release(req);
+    if (rc == -FI_EAGAIN) return endpoint_.poll();
+    WEFT_WARN("%s: eager send of %zu bytes to %s failed: %s", endpoint_.device_name().c_str(), size,
+              peer_.name.c_str(), fi_strerror((int)-rc));
+    return ncclSystemError;
+  }
+  *request = req;
+  if (truncated) {
+    // Already matched: this notice tells the receiver why nothing comes.
+    char text[160];
+    std::snprintf(text, sizeof(text), "message truncated: %zu bytes sent to a receive of %zu bytes",
+                  size, posted);
+    req->on_error(kEagerCheckOp, kTruncated, size - posted, text);
+    return ncclSuccess;
+  }
+  ++next_index_;
+  checks_[index % kPoolSize] = EagerCheck{req, tag, size};
+  // Its group may be known already.
+  advance_groups();
+  return ncclSuccess;
+}
+
+ncclResult_t RdmaSendPath::write_message(Group& group, int entry, void* data, size_t size,
+                                         void* mhandle, Request** request) {
+  const CtsEntry& target = group.cts.entries[entry];
+  size_t max_write = std::max<size_t>(endpoint_.max_write_size(), 1);
+  size_t segments = std::max<size_t>((size + max_write - 1) / max_write, 1);
+  if (segments > static_cast<size_t>(kRdmaMaxSegments)) {
+    WEFT_WARN("%s: a message of %zu bytes needs %zu writes of at most %zu bytes (limit %d)",
+              endpoint_.device_name().c_str(), size, segments, max_write, kRdmaMaxSegments);
+    return ncclInvalidArgument;
+  }
+  SendRequest* req = pool_.acquire();
+  if (req == nullptr) return endpoint_.poll();
+  int ops = static_cast<int>(segments) + (size_notices_ ? 1 : 0);
+  req->start(this, ops, /*is_send=*/true, 1);
+  req->set_posted_size(0, size);
+  size_t chunk = (size + segments - 1) / segments;
+  WriteImmediate immediate;
+  immediate.target = remote_target_;
+  immediate.slot = group.cts.slot;
+  immediate.entry = static_cast<uint8_t>(entry);
+  immediate.segments = static_cast<uint8_t>(segments);
+  for (size_t j = 0; j < segments; ++j) {
+    size_t offset = j * chunk;
+    size_t length = std::min(chunk, size - offset);
+    immediate.segment = static_cast<uint8_t>(j);
+    for (;;) {
+      ssize_t rc =
+          endpoint_.write(static_cast<uint8_t*>(data) + offset, length, descriptor_of(mhandle),
+                          peer_.address, target.address + offset, target.key,
+                          encode_immediate(immediate), req->op(static_cast<int>(j)));
+      if (rc == 0) break;
+      if (rc == -FI_EAGAIN && j == 0) {
+        pool_.release(req);
+        return endpoint_.poll();  // NCCL retries the send
+      }
+      if (rc == -FI_EAGAIN) {
+        ncclResult_t result = endpoint_.poll();
+        if (result == ncclSuccess) continue;
+        rc = -FI_EIO;
+      }
+      WEFT_WARN("%s: writing %zu bytes to %s failed: %s", endpoint_.device_name().c_str(), length,
+                peer_.name.c_str(), fi_strerror((int)-rc));
+      if (j == 0) {
+        pool_.release(req);
+        return ncclSystemError;
+      }
+      req->on_error(static_cast<uint32_t>(j), static_cast<int>(-rc), 0, "posting a write failed");
+      req->drop_unposted(ops - static_cast<int>(j) - 1);
+      *request = req;
+      return ncclSuccess;
+    }
+  }
+  if (size_notices_) {
+    // The receiver's provider reports no write lengths: say the size.
+    EagerHeader notice;
+    notice.index = next_index_;
+    notice.tag = entry;
+    notice.size = size;
+    notice.size_notice = true;
+    uint8_t* bytes = headers_[index_of(req)];
+    encode_eager_header(notice, bytes);
+    for (;;) {
+      ssize_t rc = endpoint_.send_with_header(
+          bytes, kEagerHeaderSize, descriptor_of(header_region_), nullptr, 0, nullptr,
+          peer_.address, eager_tag(peer_.remote_comm_id), req->op(static_cast<int>(segments)));
+      if (rc == 0) break;
+      ncclResult_t result = rc == -FI_EAGAIN ? endpoint_.poll() : ncclSystemError;
+      if (result != ncclSuccess) {
+        req->on_error(static_cast<uint32_t>(segments), FI_EIO, 0, "sending a size notice failed");
+        break;
+      }
+    }
+  }
+  *request = req;
+  return ncclSuccess;
+}
+
+ncclResult_t RdmaSendPath::isend(void* data, size_t size, int tag, void* mhandle,
+                                 Request** request) {
+  *request = nullptr;
+  if (blocked_ && tag != blocked_tag_) return progress();
+  ncclResult_t result = post(data, size, tag, mhandle, request);
+  blocked_ = result == ncclSuccess && *request == nullptr;
+  blocked_tag_ = tag;
+  return result;
+}
+
+ncclResult_t RdmaSendPath::post(void* data, size_t size, int tag, void* mhandle,
+                                Request** request) {
+  ncclResult_t result = service();
+  if (result != ncclSuccess) return result;
+  if (size == 0 || (eager_ && size <= eager_size_)) {
+    return send_eager(data, size, tag, mhandle, false, 0, request);
+  }
+  if (mhandle == nullptr) {
+    WEFT_WARN(
+        "%s: isend of %zu bytes without a memory handle (the rdma protocol writes from "
+        "registered memory)",
+        endpoint_.device_name().c_str(), size);
+    return ncclInvalidArgument;
+  }
+  Group& group = groups_[group_seq_ % kRdmaSlots];
+  if (!group.valid || next_index_ - group_first_ >= group.cts.count) {
+    // The clear-to-send may be waiting in the completion queue.
+    result = progress();
+    if (result != ncclSuccess) return result;
+    // The receiver has not posted this message's receive yet: NCCL retries.
+    if (!group.valid || next_index_ - group_first_ >= group.cts.count) return ncclSuccess;
+  }
+  int entry = claim_entry(group, tag);
+  if (entry < 0) {
+    fail("the receiver posted no receive with tag " + std::to_string(tag) + " for message #" +
+         std::to_string(next_index_));
+    return ncclRemoteError;
+  }
+  uint64_t posted = group.cts.entries[entry].size;
+  if (size > posted) {
+    // Never write beyond the posted buffer: tell both sides instead.
+    result = send_eager(data, size, tag, mhandle, true, posted, request);
+  } else {
+    result = write_message(group, entry, data, size, mhandle, request);
+  }
+  if (*request == nullptr) {
+    group.used[entry] = false;  // not sent: the retry claims it again
+    --group.consumed;
+    return result;
+  }
+  ++next_index_;
+  advance_groups();
+  return result;
+}
+
+void RdmaSendPath::on_complete(uint32_t slot, size_t length, const uint64_t*) {
+  cts_[slot].length = length;
+  cts_[slot].state.store(kArrived, std::memory_order_release);
+}
+
+void RdmaSendPath::on_error(uint32_t slot, int error, size_t, const char* text) {
+  cts_[slot].state.store(kIdle, std::memory_order_release);
+  if (error == FI_ECANCELED) return;  // closing
+  fail(std::string("a clear-to-send receive failed: ") + fi_strerror(error) + " (" + text + ")");
+}
+
+void RdmaSendPath::recycle(Request* request) {
+  pool_.release(static_cast<SendRequest*>(request));
+}
+
+ncclResult_t RdmaSendPath::report_failure(int error, size_t overflow_length, size_t posted_size,
+                                          const char* text) {
+  return completion_failure("send", endpoint_, peer_.name, error, overflow_length, posted_size,
+                            text);
+}
+
+bool RdmaSendPath::in_flight() {
+  for (auto& buffer : cts_) {
+    if (buffer.state.load(std::memory_order_acquire) == kPosted) return true;
+  }
+  for (size_t i = 0; i < kPoolSize; ++i) {
+    SendRequest* req = pool_.at(i);
+    if (pool_.is_used(req) && !req->finished()) return true;
+  }
+  return false;
+}
+
+void RdmaSendPath::cancel_receives() {
+  closing_ = true;
+  for (auto& buffer : cts_) {
+    if (buffer.state.load(std::memory_order_acquire) == kPosted) endpoint_.cancel(&buffer.op);
+  }
+}
+
+}  // namespace weft::ofi

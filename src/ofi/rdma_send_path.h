@@ -1,0 +1,117 @@
+// Send side of the RDMA protocol. Clear-to-send messages from the receiver
+// arrive in pre-posted buffers; a send waits for the one that covers it,
+// then writes its data straight into the posted buffer with fi_writedata.
+// Messages up to the eager size go at once into the receiver's bounce
+// buffers; their clear-to-send only confirms the size afterwards.
+#pragma once
+
+#include <atomic>
+#include <string>
+
+#include "core/request_pool.h"
+#include "ofi/completion.h"
+#include "ofi/endpoint.h"
+#include "ofi/rdma_recv_path.h"
+#include "ofi/rdma_wire.h"
+
+namespace weft::ofi {
+
+class RdmaSendPath final : public RequestOwner, public CompletionTarget {
+ public:
+  // NCCL may keep 32 x maxRecvs sends in flight on one comm.
+  static constexpr size_t kPoolSize = kRdmaSlots * kRdmaMaxEntries;
+
+  // remote_target and eager_size come from the receiver's acknowledgement.
+  RdmaSendPath(Endpoint& endpoint, RdmaPeer peer, uint16_t remote_target, size_t eager_size,
+               uint64_t max_message, bool size_notices);
+  ~RdmaSendPath();
+  RdmaSendPath(const RdmaSendPath&) = delete;
+  RdmaSendPath& operator=(const RdmaSendPath&) = delete;
+
+  ncclResult_t start();
+  ncclResult_t isend(void* data, size_t size, int tag, void* mhandle, Request** request);
+  ncclResult_t post(void* data, size_t size, int tag, void* mhandle, Request** request);
+  ncclResult_t progress() override;
+  void recycle(Request* request) override;
+  ncclResult_t report_failure(int error, size_t overflow_length, size_t posted_size,
+                              const char* text) override;
+  bool in_flight();
+  void cancel_receives();
+
+  // Clear-to-send buffers (slot = buffer index).
+  void on_complete(uint32_t slot, size_t length, const uint64_t* remote_data) override;
+  void on_error(uint32_t slot, int error, size_t overflow_length, const char* text) override;
+
+ private:
+  // Ops: the writes of one message, or the eager send and its size check.
+  using SendRequest = CompletionRequest<kRdmaMaxSegments + 1, OpContext>;
+  static constexpr int kEagerSendOp = 0;
+  static constexpr int kEagerCheckOp = 1;
+
+  enum CtsState : uint8_t { kIdle, kPosted, kArrived };
+  struct CtsBuffer {
+    OpContext op;
+    std::atomic<uint8_t> state{kIdle};
+    size_t length = 0;
+    uint8_t bytes[kCtsMaxSize];
+  };
+  struct Group {
+    bool valid = false;
+    CtsMessage cts;
+    bool used[kRdmaMaxEntries] = {};
+    int consumed = 0;
+  };
+  // An eager send whose clear-to-send has not been seen yet.
+  struct EagerCheck {
+    SendRequest* request = nullptr;
+    int32_t tag = 0;
+    size_t size = 0;
+  };
+
+  ncclResult_t post_cts_receive(int index);
+  ncclResult_t service();
+  // Files arrived clear-to-sends into groups_, checks eager sends, and
+  // moves past finished groups.
+  ncclResult_t absorb_cts();
+  void check_eager_sends(Group& group);
+  void advance_groups();
+  // Entry of the current group for message `index` with `tag`, or -1.
+  int claim_entry(Group& group, int32_t tag);
+  ncclResult_t send_eager(void* data, size_t size, int tag, void* mhandle, bool truncated,
+                          size_t posted, Request** request);
+  ncclResult_t write_message(Group& group, int entry, void* data, size_t size, void* mhandle,
+                             Request** request);
+  void fail(const std::string& problem);
+  int index_of(const SendRequest* request) { return static_cast<int>(request - pool_.at(0)); }
+
+  Endpoint& endpoint_;
+  RdmaPeer peer_;
+  uint16_t remote_target_;
+  size_t eager_size_;
+  uint64_t max_message_;
+  bool eager_ = true;
+  bool size_notices_ = false;
+  // A send that got a NULL request holds its place: messages are numbered
+  // in posting order, so no other tag may go first.
+  bool blocked_ = false;
+  int32_t blocked_tag_ = 0;
+  bool closing_ = false;
+  uint32_t next_index_ = 0;  // cumulative index of the next message
+  uint32_t group_seq_ = 0;   // the oldest group not fully sent
+  uint32_t group_first_ = 0;
+  Group groups_[kRdmaSlots];
+  EagerCheck checks_[kPoolSize];
+  // Few: clear-to-sends that find none posted wait in the provider's
+  // unexpected-message queue, and every posted receive costs the provider
+  // a slot of its receive queue (shm has 1024 per endpoint).
+  static constexpr int kCtsBuffers = 8;
+  CtsBuffer cts_[kCtsBuffers];
+  uint8_t headers_[kPoolSize][kEagerHeaderSize] = {};
+  void* cts_region_ = nullptr;
+  void* header_region_ = nullptr;
+  std::atomic<int> fatal_{0};
+  char fatal_text_[256] = {};
+  RequestPool<SendRequest, kPoolSize> pool_;
+};
+
+}  // namespace weft::ofi

@@ -1,0 +1,185 @@
+#include "ofi/rdma_wire.h"
+
+#include <cstring>
+
+namespace weft::ofi {
+namespace {
+
+constexpr uint32_t kCtsMagic = 0x52544657;    // "WFTR"
+constexpr uint32_t kEagerMagic = 0x45544657;  // "WFTE"
+constexpr uint8_t kRdmaWireVersion = 1;
+constexpr uint8_t kEagerTruncated = 1;
+constexpr uint8_t kEagerSizeNotice = 2;
+
+template <typename T>
+void put(uint8_t* out, T value) {
+  std::memcpy(out, &value, sizeof(T));
+}
+template <typename T>
+T get(const uint8_t* in) {
+  T value;
+  std::memcpy(&value, in, sizeof(T));
+  return value;
+}
+
+}  // namespace
+
+size_t cts_size(int count) {
+  return kCtsHeaderSize + static_cast<size_t>(count) * kCtsEntrySize;
+}
+
+void encode_cts(const CtsMessage& cts, uint8_t* out) {
+  std::memset(out, 0, cts_size(cts.count));
+  put<uint32_t>(out, kCtsMagic);
+  out[4] = kRdmaWireVersion;
+  out[5] = cts.count;
+  out[6] = cts.slot;
+  put<uint32_t>(out + 8, cts.group_seq);
+  put<uint32_t>(out + 12, cts.first_index);
+  for (int i = 0; i < cts.count; ++i) {
+    uint8_t* entry = out + kCtsHeaderSize + static_cast<size_t>(i) * kCtsEntrySize;
+    put<uint64_t>(entry, cts.entries[i].address);
+    put<uint64_t>(entry + 8, cts.entries[i].size);
+    put<uint64_t>(entry + 16, cts.entries[i].key);
+    put<int32_t>(entry + 24, cts.entries[i].tag);
+  }
+}
+
+bool decode_cts(const uint8_t* bytes, size_t size, uint64_t max_size, CtsMessage* cts,
+                std::string* error) {
+  if (size < kCtsHeaderSize) {
+    *error = "clear-to-send of " + std::to_string(size) + " bytes is shorter than its header";
+    return false;
+  }
+  if (get<uint32_t>(bytes) != kCtsMagic || bytes[4] != kRdmaWireVersion) {
+    *error = "clear-to-send has a bad magic or wire version";
+    return false;
+  }
+  CtsMessage decoded;
+  decoded.count = bytes[5];
+  decoded.slot = bytes[6];
+  if (decoded.count < 1 || decoded.count > kRdmaMaxEntries) {
+    *error = "clear-to-send lists " + std::to_string(decoded.count) + " receives (1.." +
+             std::to_string(kRdmaMaxEntries) + ")";
+    return false;
+  }
+  if (decoded.slot >= kRdmaSlots) {
+    *error = "clear-to-send names request slot " + std::to_string(decoded.slot);
+    return false;
+  }
+  if (bytes[7] != 0) {
+    *error = "clear-to-send has non-zero reserved bytes";
+    return false;
+  }
+  if (size != cts_size(decoded.count)) {
+    *error = "clear-to-send of " + std::to_string(size) + " bytes for " +
+             std::to_string(decoded.count) + " receives (expected " +
+             std::to_string(cts_size(decoded.count)) + ")";
+    return false;
+  }
+  decoded.group_seq = get<uint32_t>(bytes + 8);
+  decoded.first_index = get<uint32_t>(bytes + 12);
+  for (int i = 0; i < decoded.count; ++i) {
+    const uint8_t* entry = bytes + kCtsHeaderSize + static_cast<size_t>(i) * kCtsEntrySize;
+    CtsEntry& out = decoded.entries[i];
+    out.address = get<uint64_t>(entry);
+    out.size = get<uint64_t>(entry + 8);
+    out.key = get<uint64_t>(entry + 16);
+    out.tag = get<int32_t>(entry + 24);
+    if (get<uint32_t>(entry + 28) != 0) {
+      *error = "clear-to-send entry " + std::to_string(i) + " has non-zero reserved bytes";
+      return false;
+    }
+    if (out.size > max_size) {
+      *error = "clear-to-send entry " + std::to_string(i) + " posts " + std::to_string(out.size) +
+               " bytes, more than the " + std::to_string(max_size) + " this device allows";
+      return false;
+    }
+    if (out.size > 0 && out.address + out.size < out.address) {
+      *error = "clear-to-send entry " + std::to_string(i) + " wraps the address space";
+      return false;
+    }
+  }
+  *cts = decoded;
+  return true;
+}
+
+void encode_eager_header(const EagerHeader& header, uint8_t* out) {
+  std::memset(out, 0, kEagerHeaderSize);
+  put<uint32_t>(out, kEagerMagic);
+  out[4] = kRdmaWireVersion;
+  out[5] = static_cast<uint8_t>((header.truncated ? kEagerTruncated : 0) |
+                                (header.size_notice ? kEagerSizeNotice : 0));
+  put<uint32_t>(out + 8, header.index);
+  put<int32_t>(out + 12, header.tag);
+  put<uint64_t>(out + 16, header.size);
+}
+
+bool decode_eager_header(const uint8_t* bytes, size_t length, uint64_t max_data,
+                         EagerHeader* header, std::string* error) {
+  if (length < kEagerHeaderSize) {
+    *error = "eager message of " + std::to_string(length) + " bytes is shorter than its header";
+    return false;
+  }
+  if (get<uint32_t>(bytes) != kEagerMagic || bytes[4] != kRdmaWireVersion) {
+    *error = "eager message has a bad magic or wire version";
+    return false;
+  }
+  if ((bytes[5] & ~(kEagerTruncated | kEagerSizeNotice)) != 0 ||
+      bytes[5] == (kEagerTruncated | kEagerSizeNotice) || bytes[6] != 0 || bytes[7] != 0) {
+    *error = "eager message has unknown flags or non-zero reserved bytes";
+    return false;
+  }
+  EagerHeader decoded;
+  decoded.truncated = (bytes[5] & kEagerTruncated) != 0;
+  decoded.size_notice = (bytes[5] & kEagerSizeNotice) != 0;
+  decoded.index = get<uint32_t>(bytes + 8);
+  decoded.tag = get<int32_t>(bytes + 12);
+  decoded.size = get<uint64_t>(bytes + 16);
+  size_t data = length - kEagerHeaderSize;
+  if (decoded.size_notice && (data != 0 || decoded.tag < 0 || decoded.tag >= kRdmaMaxEntries)) {
+    *error = "size notice carries data or names entry " + std::to_string(decoded.tag);
+    return false;
+  }
+  if (decoded.size_notice) {
+    *header = decoded;
+    return true;
+  }
+  if (decoded.truncated ? data != 0 : (decoded.size != data || decoded.size > max_data)) {
+    *error = "eager message says " + std::to_string(decoded.size) + " bytes but carries " +
+             std::to_string(data) + (decoded.truncated ? " with a truncation notice" : "");
+    return false;
+  }
+  *header = decoded;
+  return true;
+}
+
+uint32_t encode_immediate(const WriteImmediate& immediate) {
+  return (static_cast<uint32_t>(immediate.target) << 16) |
+         (static_cast<uint32_t>(immediate.slot & 0x1f) << 11) |
+         (static_cast<uint32_t>(immediate.entry & 0x7) << 8) |
+         (static_cast<uint32_t>((immediate.segments - 1) & 0xf) << 4) |
+         static_cast<uint32_t>(immediate.segment & 0xf);
+}
+
+bool decode_immediate(uint32_t value, WriteImmediate* immediate, std::string* error) {
+  WriteImmediate decoded;
+  decoded.target = static_cast<uint16_t>(value >> 16);
+  decoded.slot = static_cast<uint8_t>((value >> 11) & 0x1f);
+  decoded.entry = static_cast<uint8_t>((value >> 8) & 0x7);
+  decoded.segments = static_cast<uint8_t>(((value >> 4) & 0xf) + 1);
+  decoded.segment = static_cast<uint8_t>(value & 0xf);
+  if (decoded.target == 0) {
+    *error = "write immediate names no receiver (target 0)";
+    return false;
+  }
+  if (decoded.segment >= decoded.segments) {
+    *error = "write immediate names segment " + std::to_string(decoded.segment) + " of " +
+             std::to_string(decoded.segments);
+    return false;
+  }
+  *immediate = decoded;
+  return true;
+}
+
+}  // namespace weft::ofi

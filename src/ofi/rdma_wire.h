@@ -1,0 +1,76 @@
+// Bytes of the RDMA protocol that cross the wire after connection setup:
+// clear-to-send messages (receiver -> sender), eager headers (sender ->
+// receiver) and the 32-bit immediate of every data write. Every decoder
+// checks every field: these bytes come from a peer that may be buggy.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace weft::ofi {
+
+// One receive group per clear-to-send; NCCL groups at most 8 receives and
+// keeps at most 32 requests in flight per comm.
+constexpr int kRdmaMaxEntries = 8;
+constexpr int kRdmaSlots = 32;
+// A message travels in at most this many writes (large messages, rails).
+constexpr int kRdmaMaxSegments = 16;
+
+struct CtsEntry {
+  uint64_t address = 0;  // as the provider wants it (virtual address or offset)
+  uint64_t size = 0;     // posted size
+  uint64_t key = 0;
+  int32_t tag = 0;
+};
+
+struct CtsMessage {
+  uint32_t group_seq = 0;    // receiver's irecv sequence number
+  uint32_t first_index = 0;  // cumulative index of the group's first message
+  uint8_t slot = 0;          // receiver's request slot, named in immediates
+  uint8_t count = 0;         // entries, 1..kRdmaMaxEntries
+  CtsEntry entries[kRdmaMaxEntries];
+};
+constexpr size_t kCtsHeaderSize = 16;
+constexpr size_t kCtsEntrySize = 32;
+constexpr size_t kCtsMaxSize = kCtsHeaderSize + kRdmaMaxEntries * kCtsEntrySize;
+
+size_t cts_size(int count);
+// Writes cts_size(cts.count) bytes.
+void encode_cts(const CtsMessage& cts, uint8_t* out);
+// max_size: the largest posted size this side accepts (maxP2pBytes).
+bool decode_cts(const uint8_t* bytes, size_t size, uint64_t max_size, CtsMessage* cts,
+                std::string* error);
+
+// Header in front of eager data. Two notices carry no data: a truncation
+// notice (the sender refused to write an oversized message) and a size
+// notice (the size of a written message, for providers whose write
+// completions do not report a length; `tag` then names the entry).
+struct EagerHeader {
+  uint32_t index = 0;  // sender's cumulative message index
+  int32_t tag = 0;
+  uint64_t size = 0;  // the sender's message size
+  bool truncated = false;
+  bool size_notice = false;
+};
+constexpr size_t kEagerHeaderSize = 24;
+void encode_eager_header(const EagerHeader& header, uint8_t* out);
+// `length`: bytes that arrived (header + data); max_data: the eager limit.
+bool decode_eager_header(const uint8_t* bytes, size_t length, uint64_t max_data,
+                         EagerHeader* header, std::string* error);
+
+// Immediate data of a data write:
+//   write target (16) | slot (5) | entry (3) | segments - 1 (4) | segment (4)
+struct WriteImmediate {
+  uint16_t target = 0;  // the receiver's remote-write target on its endpoint
+  uint8_t slot = 0;
+  uint8_t entry = 0;
+  uint8_t segments = 1;  // 1..kRdmaMaxSegments
+  uint8_t segment = 0;   // 0..segments-1
+};
+uint32_t encode_immediate(const WriteImmediate& immediate);
+// Only the fields' ranges are checked here; the receiver checks them
+// against its state.
+bool decode_immediate(uint32_t value, WriteImmediate* immediate, std::string* error);
+
+}  // namespace weft::ofi
