@@ -1,0 +1,169 @@
+// The RDMA protocol's wire formats: round trips, and every malformed field
+// a buggy or hostile peer could send is refused with its reason.
+#include "ofi/rdma_wire.h"
+
+#include <catch2/catch.hpp>
+#include <cstring>
+
+#include "ofi/protocol_choice.h"
+
+using namespace weft::ofi;
+
+namespace {
+
+CtsMessage sample_cts(int count) {
+  CtsMessage cts;
+  cts.group_seq = 41;
+  cts.first_index = 1000;
+  cts.slot = 31;
+  cts.count = static_cast<uint8_t>(count);
+  for (int i = 0; i < count; ++i) {
+    cts.entries[i].address = 0x10000 + 0x1000 * i;
+    cts.entries[i].size = 4096 + i;
+    cts.entries[i].key = 0xabc0 + i;
+    cts.entries[i].tag = 7 * i;
+  }
+  return cts;
+}
+
+}  // namespace
+
+TEST_CASE("clear-to-send round trip for 1..8 entries", "[unit][rdma_wire]") {
+  for (int count = 1; count <= kRdmaMaxEntries; ++count) {
+    CtsMessage cts = sample_cts(count);
+    uint8_t bytes[kCtsMaxSize];
+    encode_cts(cts, bytes);
+    CtsMessage decoded;
+    std::string error;
+    REQUIRE(decode_cts(bytes, cts_size(count), 1 << 20, &decoded, &error));
+    CHECK(decoded.group_seq == 41);
+    CHECK(decoded.first_index == 1000);
+    CHECK(decoded.slot == 31);
+    REQUIRE(decoded.count == count);
+    for (int i = 0; i < count; ++i) {
+      CHECK(decoded.entries[i].address == cts.entries[i].address);
+      CHECK(decoded.entries[i].size == cts.entries[i].size);
+      CHECK(decoded.entries[i].key == cts.entries[i].key);
+      CHECK(decoded.entries[i].tag == cts.entries[i].tag);
+    }
+  }
+}
+
+TEST_CASE("malformed clear-to-send messages are refused by name", "[unit][rdma_wire]") {
+  CtsMessage cts = sample_cts(2);
+  uint8_t good[kCtsMaxSize];
+  encode_cts(cts, good);
+  const size_t size = cts_size(2);
+  auto refused = [&](uint8_t* bytes, size_t length, const char* reason) {
+    CtsMessage out;
+    std::string error;
+    CHECK_FALSE(decode_cts(bytes, length, 1 << 20, &out, &error));
+    CHECK_THAT(error, Catch::Contains(reason));
+  };
+  uint8_t bytes[kCtsMaxSize];
+  std::memcpy(bytes, good, size);
+  refused(bytes, 8, "shorter than its header");
+  bytes[0] ^= 1;
+  refused(bytes, size, "bad magic");
+  std::memcpy(bytes, good, size);
+  bytes[5] = 0;
+  refused(bytes, size, "lists 0 receives");
+  bytes[5] = 9;
+  refused(bytes, size, "lists 9 receives");
+  std::memcpy(bytes, good, size);
+  bytes[6] = 32;
+  refused(bytes, size, "request slot 32");
+  std::memcpy(bytes, good, size);
+  refused(bytes, size - 1, "expected 80");
+  std::memcpy(bytes, good, size);
+  bytes[kCtsHeaderSize + 28] = 1;
+  refused(bytes, size, "reserved");
+  std::memcpy(bytes, good, size);
+  uint64_t huge = (1 << 20) + 1;
+  std::memcpy(bytes + kCtsHeaderSize + 8, &huge, 8);
+  refused(bytes, size, "more than the 1048576");
+  std::memcpy(bytes, good, size);
+  uint64_t wrap = ~uint64_t{0} - 16;
+  std::memcpy(bytes + kCtsHeaderSize, &wrap, 8);
+  refused(bytes, size, "wraps");
+}
+
+TEST_CASE("eager headers: data, truncation and size notices", "[unit][rdma_wire]") {
+  uint8_t bytes[kEagerHeaderSize];
+  EagerHeader header;
+  header.index = 77;
+  header.tag = -3;
+  header.size = 100;
+  encode_eager_header(header, bytes);
+  EagerHeader out;
+  std::string error;
+  REQUIRE(decode_eager_header(bytes, kEagerHeaderSize + 100, 8192, &out, &error));
+  CHECK(out.index == 77);
+  CHECK(out.tag == -3);
+  CHECK(out.size == 100);
+  CHECK_FALSE(out.truncated);
+  // The length that arrived must match the size it claims.
+  CHECK_FALSE(decode_eager_header(bytes, kEagerHeaderSize + 99, 8192, &out, &error));
+  CHECK_THAT(error, Catch::Contains("says 100 bytes but carries 99"));
+  // More than the eager limit is refused even if the bytes are there.
+  CHECK_FALSE(decode_eager_header(bytes, kEagerHeaderSize + 100, 64, &out, &error));
+  CHECK_FALSE(decode_eager_header(bytes, 10, 8192, &out, &error));
+  CHECK_THAT(error, Catch::Contains("shorter than its header"));
+
+  header.truncated = true;
+  header.size = 1 << 30;
+  encode_eager_header(header, bytes);
+  REQUIRE(decode_eager_header(bytes, kEagerHeaderSize, 8192, &out, &error));
+  CHECK(out.truncated);
+  CHECK(out.size == (1u << 30));
+
+  header.truncated = false;
+  header.size_notice = true;
+  header.tag = 8;  // entries are 0..7
+  encode_eager_header(header, bytes);
+  CHECK_FALSE(decode_eager_header(bytes, kEagerHeaderSize, 8192, &out, &error));
+  CHECK_THAT(error, Catch::Contains("names entry 8"));
+  header.tag = 3;
+  encode_eager_header(header, bytes);
+  REQUIRE(decode_eager_header(bytes, kEagerHeaderSize, 8192, &out, &error));
+  CHECK(out.size_notice);
+
+  bytes[5] = 0x80;
+  CHECK_FALSE(decode_eager_header(bytes, kEagerHeaderSize, 8192, &out, &error));
+  CHECK_THAT(error, Catch::Contains("unknown flags"));
+}
+
+TEST_CASE("write immediates round trip and reject what cannot be", "[unit][rdma_wire]") {
+  WriteImmediate imm;
+  imm.target = 65535;
+  imm.slot = 31;
+  imm.entry = 7;
+  imm.segments = 16;
+  imm.segment = 15;
+  WriteImmediate out;
+  std::string error;
+  REQUIRE(decode_immediate(encode_immediate(imm), &out, &error));
+  CHECK(out.target == 65535);
+  CHECK(out.slot == 31);
+  CHECK(out.entry == 7);
+  CHECK(out.segments == 16);
+  CHECK(out.segment == 15);
+  CHECK_FALSE(decode_immediate(0x0000ffffu, &out, &error));
+  CHECK_THAT(error, Catch::Contains("target 0"));
+  imm.segments = 2;
+  imm.segment = 3;
+  CHECK_FALSE(decode_immediate(encode_immediate(imm), &out, &error));
+  CHECK_THAT(error, Catch::Contains("segment 3 of 2"));
+}
+
+TEST_CASE("protocol choice: auto prefers rdma only on RDMA-class providers", "[unit][rdma_wire]") {
+  CHECK(decide_protocol("auto", "efa", true).protocol == Protocol::Rdma);
+  CHECK(decide_protocol("auto", "verbs;ofi_rxm", true).protocol == Protocol::Rdma);
+  CHECK(decide_protocol("auto", "tcp;ofi_rxm", true).protocol == Protocol::Tagged);
+  CHECK(decide_protocol("auto", "efa", false).protocol == Protocol::Tagged);
+  CHECK(decide_protocol("tagged", "efa", true).protocol == Protocol::Tagged);
+  CHECK(decide_protocol("rdma", "tcp;ofi_rxm", true).protocol == Protocol::Rdma);
+  ProtocolChoice refused = decide_protocol("rdma", "udp;ofi_rxd", false);
+  CHECK(refused.protocol == Protocol::Tagged);
+  CHECK_THAT(refused.reason, Catch::Contains("offers no RMA writes"));
+}
