@@ -1,0 +1,43 @@
+#!/bin/bash
+# Runs inside the Soft-RoCE VM (scripts/vm-test.sh starts it through
+# run-in-vm.sh): shows the RDMA device and what libfabric's verbs provider
+# makes of it, then runs the verbs flavour of weft's suites (ctest label
+# verbs, CMakeLists.txt here) from a build folder.
+#   guest-suites.sh BUILD_DIR RESULTS_DIR [ctest args...]
+# RESULTS_DIR must be writable and outlive the VM (run-in-vm.sh --share):
+# ctest's log and JUnit file go there.
+set -uo pipefail
+{  # read whole before running: safe to edit while it runs
+build=$1
+results=$2
+shift 2
+
+echo "==> RDMA devices"
+ibv_devices 2>&1 || true
+
+# The libfabric this build uses: Debian's, or the one in
+# WEFT_LIBFABRIC_PREFIX (the fabric26 preset).
+prefix=$(sed -n 's/^WEFT_LIBFABRIC_PREFIX:[A-Z]*=//p' "$build/CMakeCache.txt" 2>/dev/null)
+fi_info=fi_info
+if [[ -n $prefix ]]; then
+  [[ $prefix == /* ]] || prefix=$(cd "$build" && cd "$prefix" && pwd)
+  fi_info=$prefix/bin/fi_info
+  export LD_LIBRARY_PATH=$prefix/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+fi
+echo "==> $fi_info --version"
+"$fi_info" --version 2>&1 | head -n 3
+echo "==> $fi_info -p verbs -t FI_EP_RDM (what WEFT_OFI_PROVIDER=verbs finds)"
+if ! "$fi_info" -p verbs -t FI_EP_RDM 2>&1; then
+  echo "error: libfabric's verbs provider sees no RDM endpoint on rxe0" >&2
+  exit 1
+fi
+
+echo "==> ctest -L verbs in $build"
+cd "$build" || exit 1
+start=$(date +%s)
+ctest -L verbs -LE known-issue --output-on-failure --timeout 1800 \
+  -O "$results/ctest.log" --output-junit "$results/junit.xml" "$@"
+rc=$?
+echo "==> ctest exit status $rc, $(($(date +%s) - start))s"
+exit "$rc"
+}
