@@ -51,14 +51,14 @@ if [[ -z $build_dir ]]; then
   use_preset=1
   case $preset in
     default) build_dir=build ;;
-    fabric26) build_dir=build-fabric26 ;;
+    fabric26) build_dir="build-fabric26" ;;
     *) echo "error: --preset: default or fabric26, not '$preset'" >&2; exit 2 ;;
   esac
 fi
 
 t0=$(date +%s)
 if [[ $install -eq 1 ]]; then
-  # shellcheck source=lib/install-deps.sh
+  # shellcheck source=scripts/lib/install-deps.sh
   source scripts/lib/install-deps.sh
   # The VM: QEMU, a static busybox for its initramfs, iproute2's rdma tool;
   # rdma-core's user space for the guest (it runs this machine's root).
@@ -78,7 +78,8 @@ if [[ $build -eq 1 ]]; then
   fi
 fi
 build_dir=$(cd "$build_dir" && pwd) || { echo "error: no build folder $build_dir" >&2; exit 1; }
-if [[ -z $(ctest --test-dir "$build_dir" -N -L verbs 2>/dev/null | grep 'Test *#') ]]; then
+registered=$(ctest --test-dir "$build_dir" -N -L verbs 2>/dev/null | grep -c 'Test *#' || true)
+if [[ $registered -eq 0 ]]; then
   echo "error: $build_dir registers no verbs tests (plugin-tests/vm); reconfigure it" >&2
   exit 1
 fi

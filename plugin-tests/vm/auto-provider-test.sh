@@ -32,4 +32,6 @@ if grep -vq '(provider verbs' <<<"$devices"; then
   echo "FAIL: auto mode chose a provider other than verbs"
   exit 1
 fi
+echo "protocol weft chose:"
+grep -E 'NET/weft [^ ]+: [a-z]+ protocol \(' "$log" | sed 's/.*NET\/weft //' | sort -u
 echo "PASS: auto mode chose verbs"

@@ -1,4 +1,5 @@
 #!/bin/busybox sh
+# shellcheck shell=dash
 # /init of the Soft-RoCE test VM's initramfs (run-in-vm.sh builds it with
 # this file, a static busybox and the kernel modules listed in modules.order
 # next to it). It loads the modules, mounts the host's root (9p, read-only)
