@@ -26,6 +26,14 @@
              "buffers instead of waiting for its clear-to-send (0: only empty messages).")        \
   WEFT_PARAM(ofi_eager_buffers, "WEFT_OFI_EAGER_BUFFERS", Int, "8", 1, 255,                       \
              "rdma protocol: bounce buffers each receive comm keeps posted for eager messages.")  \
+  WEFT_PARAM_ENUM(rail_grouping, "WEFT_RAIL_GROUPING", "pci", "pci|all|off",                      \
+                  "Which NICs weft reports to NCCL as one multi-rail device. pci: the ports "     \
+                  "(PCI functions) of one card, as NCCL's NIC fusion does; all: every NIC of "    \
+                  "one provider, up to 8 (software rails, tests); off: each NIC alone. NCCL "     \
+                  "may merge devices further through makeVDevice.")                               \
+  WEFT_PARAM(min_stripe_size, "WEFT_MIN_STRIPE_SIZE", Size, "131072", 1, 1073741824,              \
+             "Multi-rail devices: a message is split across rails only into stripes of at "       \
+             "least this many bytes; smaller messages take the rails in turn.")                   \
   WEFT_PARAM(ofi_test_reorder, "WEFT_OFI_TEST_REORDER", Int, "0", 0, 4096,                        \
              "Test aid: hold up to this many completions per endpoint and deliver them in a "     \
              "shuffled order, as EFA's unordered transport may (0: off).")                        \

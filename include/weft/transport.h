@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "nccl/types.h"
 
@@ -35,6 +36,10 @@ struct DeviceProperties {
   size_t max_p2p_bytes = 0;
   bool reg_is_global = false;
   bool force_flush = false;
+  // NCCL devices a virtual device (makeVDevice) was made of; empty: itself.
+  std::vector<int> virtual_of;
+  int rail_id = -1;  // v12: -1 unknown
+  int plane_id = -1;
 };
 
 struct CommConfig {
@@ -103,6 +108,10 @@ class Transport {
   virtual const char* name() const = 0;
   virtual int device_count() const = 0;
   virtual ncclResult_t properties(int dev, DeviceProperties* props) const = 0;
+  // NCCL's makeVDevice: a new device (index in *dev) over existing ones.
+  virtual ncclResult_t make_virtual_device(const std::vector<int>& /*devs*/, int* /*dev*/) {
+    return ncclInvalidUsage;
+  }
   // handle: kHandleSize bytes, self-contained.
   virtual ncclResult_t listen(int dev, void* handle, ListenComm** listen_comm) = 0;
   // Non-blocking: *send_comm stays nullptr until connected; call again with

@@ -40,6 +40,59 @@ TEST_CASE("connect requests and acknowledgements round-trip and reject garbage",
   ack_bytes[0] = 0;
   CHECK_FALSE(decode_connect_ack(ack_bytes, sizeof(ack_bytes), &decoded_ack, &error));
   CHECK(error == "connect acknowledgement has a bad magic or wire version");
+
+  request.rails = 9;
+  encode_connect_request(request, bytes);
+  CHECK_FALSE(decode_connect_request(bytes, sizeof(bytes), &decoded, &error));
+  CHECK(error == "connect request offers 9 rails (1..8)");
+}
+
+TEST_CASE("multi-rail acknowledgements carry every rail's target and address", "[unit][handle]") {
+  ConnectAck ack;
+  ack.recv_comm_id = 9;
+  ack.protocol = Protocol::Rdma;
+  ack.rails = 3;
+  ack.eager_size = 8192;
+  for (int r = 0; r < 3; ++r) ack.write_target[r] = static_cast<uint16_t>(100 + r);
+  for (int r = 1; r < 3; ++r) {
+    ack.address_size[r] = static_cast<uint8_t>(16 + r);
+    std::memset(ack.address[r], 0x40 + r, ack.address_size[r]);
+  }
+  uint8_t bytes[kConnectAckSize];
+  encode_connect_ack(ack, bytes);
+  ConnectAck decoded;
+  std::string error;
+  REQUIRE(decode_connect_ack(bytes, sizeof(bytes), &decoded, &error));
+  CHECK(decoded.rails == 3);
+  for (int r = 0; r < 3; ++r) CHECK(decoded.write_target[r] == 100 + r);
+  for (int r = 1; r < 3; ++r) {
+    REQUIRE(decoded.address_size[r] == 16 + r);
+    CHECK(std::memcmp(decoded.address[r], ack.address[r], decoded.address_size[r]) == 0);
+  }
+
+  auto refused = [&](const uint8_t* corrupt, const char* reason) {
+    ConnectAck out;
+    std::string why;
+    CHECK_FALSE(decode_connect_ack(corrupt, kConnectAckSize, &out, &why));
+    CHECK_THAT(why, Catch::Contains(reason));
+  };
+  uint8_t corrupt[kConnectAckSize];
+  std::memcpy(corrupt, bytes, sizeof(bytes));
+  corrupt[7] = 0;
+  refused(corrupt, "names 0 rails");
+  std::memcpy(corrupt, bytes, sizeof(bytes));
+  corrupt[24 + 2] = 0;  // rail 2's write target
+  corrupt[24 + 3] = 0;
+  refused(corrupt, "no write target on rail 2");
+  std::memcpy(corrupt, bytes, sizeof(bytes));
+  corrupt[40 + kAckRailStride] = 0;  // rail 2's address size
+  refused(corrupt, "invalid address size 0 for rail 2");
+  std::memcpy(corrupt, bytes, sizeof(bytes));
+  corrupt[40 + 2 * kAckRailStride + 8] = 1;  // rail 3 is not in use
+  refused(corrupt, "non-zero bytes beyond rail 3");
+  std::memcpy(corrupt, bytes, sizeof(bytes));
+  corrupt[40 + 8 + 17] = 1;  // past rail 1's 17-byte address
+  refused(corrupt, "non-zero bytes beyond rail 1");
 }
 
 TEST_CASE("tags of different comms and kinds never collide", "[unit][tags]") {

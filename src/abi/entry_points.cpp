@@ -110,6 +110,19 @@ ncclResult_t properties(int dev, DeviceProperties* props) {
   });
 }
 
+ncclResult_t make_vdevice(int* dev, int ndevs, const int* devs, int max_devs) {
+  return guarded("makeVDevice", [&] {
+    if (dev == nullptr || devs == nullptr) return ncclInvalidArgument;
+    if (ndevs < 1 || ndevs > max_devs) {
+      WEFT_WARN("makeVDevice: %d devices to merge, this ABI version allows 1..%d", ndevs, max_devs);
+      return ncclInvalidArgument;
+    }
+    auto transport = transport_or_null("makeVDevice");
+    if (!transport) return ncclInvalidUsage;
+    return transport->make_virtual_device(std::vector<int>(devs, devs + ndevs), dev);
+  });
+}
+
 ncclResult_t listen(int dev, void* handle, void** listen_comm) {
   return guarded("listen", [&] {
     if (handle == nullptr || listen_comm == nullptr) return ncclInvalidArgument;

@@ -15,6 +15,8 @@ ncclResult_t init_context(void** ctx, uint64_t comm_id, int traffic_class,
 ncclResult_t finalize_context(void* ctx);
 ncclResult_t devices(int* ndev);
 ncclResult_t properties(int dev, DeviceProperties* props);
+// makeVDevice: devs[0..ndevs) merged into a new device, its index in *dev.
+ncclResult_t make_vdevice(int* dev, int ndevs, const int* devs, int max_devs);
 ncclResult_t listen(int dev, void* handle, void** listen_comm);
 ncclResult_t connect(const CommConfig& config, int dev, void* handle, void** send_comm);
 ncclResult_t accept(void* listen_comm, void** recv_comm);

@@ -110,7 +110,13 @@ constexpr Net make_net() {
   net.closeSend = close_send;
   net.closeRecv = close_recv;
   net.closeListen = close_listen;
-  if constexpr (V >= 9) net.makeVDevice = nullptr;  // NCCL merges no NICs through weft yet
+  if constexpr (V >= 9) {
+    net.makeVDevice = [](int* dev, auto* props) {
+      if (props == nullptr) return ncclInvalidArgument;
+      constexpr int kMaxDevs = static_cast<int>(sizeof(props->devs) / sizeof(props->devs[0]));
+      return make_vdevice(dev, props->ndevs, props->devs, kMaxDevs);
+    };
+  }
   return net;
 }
 

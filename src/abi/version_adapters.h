@@ -33,8 +33,14 @@ void fill_properties(int dev, const DeviceProperties& in, Props* out) {
     out->netDeviceVersion = 0;
   }
   if constexpr (requires { out->vProps; }) {
-    out->vProps.ndevs = 1;
-    out->vProps.devs[0] = dev;
+    constexpr size_t kMaxDevs = sizeof(out->vProps.devs) / sizeof(out->vProps.devs[0]);
+    if (in.virtual_of.empty() || in.virtual_of.size() > kMaxDevs) {
+      out->vProps.ndevs = 1;
+      out->vProps.devs[0] = dev;
+    } else {
+      out->vProps.ndevs = static_cast<int>(in.virtual_of.size());
+      for (size_t i = 0; i < in.virtual_of.size(); ++i) out->vProps.devs[i] = in.virtual_of[i];
+    }
   }
   if constexpr (requires { out->maxP2pBytes; }) {
     out->maxP2pBytes = in.max_p2p_bytes;
@@ -45,8 +51,8 @@ void fill_properties(int dev, const DeviceProperties& in, Props* out) {
   }
   if constexpr (requires { out->maxMultiRequestSize; }) out->maxMultiRequestSize = 1;
   if constexpr (requires { out->railId; }) {
-    out->railId = -1;  // unknown: no rail information from the fabric yet
-    out->planeId = -1;
+    out->railId = static_cast<int16_t>(in.rail_id);
+    out->planeId = static_cast<int16_t>(in.plane_id);
   }
 }
 

@@ -7,6 +7,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "core/comm_close.h"
 #include "ofi/completion.h"
@@ -16,11 +17,20 @@
 
 namespace weft::ofi {
 
-struct CommSetup {
+// A rail beyond the first of a multi-rail comm: its own endpoint, and the
+// peer's address on it (known to the sending side only).
+struct RailLink {
   std::shared_ptr<Endpoint> endpoint;
+  fi_addr_t peer = FI_ADDR_UNSPEC;
+};
+
+struct CommSetup {
+  std::shared_ptr<Endpoint> endpoint;  // rail 0: connection setup, control, eager
   fi_addr_t peer = FI_ADDR_UNSPEC;
   std::string peer_name;
   int close_timeout_ms = 2000;
+  std::vector<RailLink> extra_rails;  // rails 1.. of a multi-rail device
+  size_t min_stripe = 131072;         // WEFT_MIN_STRIPE_SIZE
 };
 
 // Translates a failed completion into NCCL's error codes, logging the
@@ -48,7 +58,7 @@ class CommBase : public Interface, public RequestOwner {
     MemorySource source;
     ncclResult_t result = classify_memory(*setup_.endpoint, data, size, type, &source);
     if (result != ncclSuccess) return result;
-    return register_memory(*setup_.endpoint, data, size, source, mhandle);
+    return register_on_rails(data, size, source, mhandle);
   }
   ncclResult_t reg_mr_dmabuf(void* data, size_t size, int type, uint64_t offset, int fd,
                              void** mhandle) override {
@@ -61,12 +71,22 @@ class CommBase : public Interface, public RequestOwner {
       source.dmabuf_fd = fd;
       source.dmabuf_offset = offset;
     }
-    return register_memory(*setup_.endpoint, data, size, source, mhandle);
+    return register_on_rails(data, size, source, mhandle);
   }
   ncclResult_t dereg_mr(void* mhandle) override {
-    return deregister_memory(setup_.endpoint.get(), device_name_, mhandle);
+    auto* region = static_cast<MemoryRegion*>(mhandle);
+    ncclResult_t result = ncclSuccess;
+    if (region != nullptr && region->magic == MemoryRegion::kMagic) {
+      for (size_t r = 0; r < setup_.extra_rails.size(); ++r) {
+        ncclResult_t rail = deregister_memory(setup_.extra_rails[r].endpoint.get(), device_name_,
+                                              region->rail_region[r + 1]);
+        if (rail != ncclSuccess) result = rail;
+      }
+    }
+    ncclResult_t first = deregister_memory(setup_.endpoint.get(), device_name_, mhandle);
+    return first != ncclSuccess ? first : result;
   }
-  ncclResult_t progress() override { return setup_.endpoint->poll(); }
+  ncclResult_t progress() override { return poll_rails(); }
 
   void close() override { close_within(setup_.close_timeout_ms); }
 
@@ -78,8 +98,9 @@ class CommBase : public Interface, public RequestOwner {
     // to it must not be the last.
     std::shared_ptr<Endpoint> endpoint = setup_.endpoint;
     std::string peer = setup_.peer_name;
+    RailPoller rails{this};
     if (!finish_close(
-            this, *endpoint, *endpoint, timeout_ms, [this] { return !in_flight(); },
+            this, rails, *endpoint, timeout_ms, [this] { return !in_flight(); },
             [this] { setup_.endpoint.reset(); })) {
       WEFT_INFO(NCCL_NET,
                 "%s: closed a comm with peer %s while operations were still in flight; they are "
@@ -92,12 +113,56 @@ class CommBase : public Interface, public RequestOwner {
   virtual bool in_flight() = 0;
   virtual void cancel_receives() {}
 
+  // Reads completions on every rail.
+  ncclResult_t poll_rails() {
+    ncclResult_t result = setup_.endpoint->poll();
+    for (size_t r = 0; r < setup_.extra_rails.size() && result == ncclSuccess; ++r) {
+      result = setup_.extra_rails[r].endpoint->poll();
+    }
+    return result;
+  }
+  int rail_count() const { return 1 + static_cast<int>(setup_.extra_rails.size()); }
+  // Keeps the first `rails` rails: as many as both sides have.
+  void keep_rails(int rails) { setup_.extra_rails.resize(static_cast<size_t>(rails - 1)); }
+  Endpoint& rail_endpoint(int rail) {
+    return rail == 0 ? *setup_.endpoint : *setup_.extra_rails[rail - 1].endpoint;
+  }
+  fi_addr_t rail_peer(int rail) const {
+    return rail == 0 ? setup_.peer : setup_.extra_rails[rail - 1].peer;
+  }
+  void set_rail_peer(int rail, fi_addr_t peer) { setup_.extra_rails[rail - 1].peer = peer; }
+  size_t min_stripe() const { return setup_.min_stripe; }
+
   Endpoint& endpoint() { return *setup_.endpoint; }
   fi_addr_t peer() const { return setup_.peer; }
   const std::string& peer_name() const { return setup_.peer_name; }
   const std::string& device_name() const { return device_name_; }
 
  private:
+  struct RailPoller final : Poller {
+    explicit RailPoller(CommBase* owner) : comm(owner) {}
+    ncclResult_t poll() override { return comm->poll_rails(); }
+    CommBase* comm;
+  };
+
+  // Registers on rail 0 (the handle NCCL gets) and on every other rail.
+  ncclResult_t register_on_rails(void* data, size_t size, const MemorySource& source,
+                                 void** mhandle) {
+    ncclResult_t result = register_memory(*setup_.endpoint, data, size, source, mhandle);
+    if (result != ncclSuccess) return result;
+    auto* region = static_cast<MemoryRegion*>(*mhandle);
+    for (size_t r = 0; r < setup_.extra_rails.size(); ++r) {
+      result = register_memory(*setup_.extra_rails[r].endpoint, data, size, source,
+                               &region->rail_region[r + 1]);
+      if (result != ncclSuccess) {
+        dereg_mr(*mhandle);
+        *mhandle = nullptr;
+        return result;
+      }
+    }
+    return ncclSuccess;
+  }
+
   CommSetup setup_;
   std::string device_name_;
   void* control_region_ = nullptr;

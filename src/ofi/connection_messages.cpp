@@ -34,6 +34,7 @@ void encode_connect_request(const ConnectRequest& request, uint8_t* out) {
   out[4] = kWireVersion;
   out[5] = request.address_size;
   out[6] = static_cast<uint8_t>(request.protocol);
+  out[7] = request.rails;
   put32(out + 8, request.connector_comm_id);
   std::memcpy(out + 16, request.address, request.address_size);
 }
@@ -50,7 +51,13 @@ bool decode_connect_request(const uint8_t* bytes, size_t size, ConnectRequest* r
   }
   ConnectRequest decoded;
   decoded.address_size = bytes[5];
+  decoded.rails = bytes[7];
   decoded.connector_comm_id = get32(bytes + 8);
+  if (decoded.rails < 1 || decoded.rails > kMaxRails) {
+    *error = "connect request offers " + std::to_string(decoded.rails) + " rails (1.." +
+             std::to_string(kMaxRails) + ")";
+    return false;
+  }
   if (!decode_protocol(bytes[6], &decoded.protocol)) {
     *error = "connect request names unknown protocol " + std::to_string(bytes[6]);
     return false;
@@ -75,9 +82,16 @@ void encode_connect_ack(const ConnectAck& ack, uint8_t* out) {
   out[4] = kWireVersion;
   out[5] = static_cast<uint8_t>(ack.protocol);
   out[6] = ack.needs_size_notices ? 1 : 0;
+  out[7] = ack.rails;
   put32(out + 8, ack.recv_comm_id);
-  std::memcpy(out + 12, &ack.write_target, 2);
+  std::memcpy(out + 12, &ack.write_target[0], 2);
   put32(out + 16, ack.eager_size);
+  for (int r = 1; r < ack.rails && r < kMaxRails; ++r) {
+    std::memcpy(out + 24 + 2 * (r - 1), &ack.write_target[r], 2);
+    uint8_t* rail = out + 40 + (r - 1) * kAckRailStride;
+    rail[0] = ack.address_size[r];
+    std::memcpy(rail + 8, ack.address[r], ack.address_size[r]);
+  }
 }
 
 bool decode_connect_ack(const uint8_t* bytes, size_t size, ConnectAck* ack, std::string* error) {
@@ -99,20 +113,55 @@ bool decode_connect_ack(const uint8_t* bytes, size_t size, ConnectAck* ack, std:
     *error = "connect acknowledgement names unknown protocol " + std::to_string(bytes[5]);
     return false;
   }
-  std::memcpy(&decoded.write_target, bytes + 12, 2);
-  decoded.eager_size = get32(bytes + 16);
-  if (decoded.protocol == Protocol::Rdma && decoded.write_target == 0) {
-    *error = "connect acknowledgement for the rdma protocol names no write target";
-    return false;
-  }
   if (bytes[6] > 1) {
     *error = "connect acknowledgement has unknown flags";
     return false;
   }
   decoded.needs_size_notices = bytes[6] == 1;
-  if (bytes[7] != 0 || bytes[14] != 0 || bytes[15] != 0 || get32(bytes + 20) != 0) {
+  decoded.rails = bytes[7];
+  if (decoded.rails < 1 || decoded.rails > kMaxRails) {
+    *error = "connect acknowledgement names " + std::to_string(decoded.rails) + " rails (1.." +
+             std::to_string(kMaxRails) + ")";
+    return false;
+  }
+  decoded.eager_size = get32(bytes + 16);
+  if (bytes[14] != 0 || bytes[15] != 0 || get32(bytes + 20) != 0 || bytes[38] != 0 ||
+      bytes[39] != 0) {
     *error = "connect acknowledgement has non-zero reserved bytes";
     return false;
+  }
+  for (int r = 0; r < kMaxRails; ++r) {
+    const uint8_t* target = r == 0 ? bytes + 12 : bytes + 24 + 2 * (r - 1);
+    std::memcpy(&decoded.write_target[r], target, 2);
+    bool used = r < decoded.rails;
+    if (used && decoded.protocol == Protocol::Rdma && decoded.write_target[r] == 0) {
+      *error = "connect acknowledgement for the rdma protocol names no write target on rail " +
+               std::to_string(r);
+      return false;
+    }
+    if (r == 0) continue;
+    const uint8_t* rail = bytes + 40 + (r - 1) * kAckRailStride;
+    uint8_t address_size = rail[0];
+    if (used && (address_size == 0 || address_size > kMaxAddressSize)) {
+      *error = "connect acknowledgement carries an invalid address size " +
+               std::to_string(address_size) + " for rail " + std::to_string(r);
+      return false;
+    }
+    bool padding_clear = true;
+    for (int i = 1; i < 8; ++i) padding_clear = padding_clear && rail[i] == 0;
+    for (size_t i = used ? address_size : 0; i < kMaxAddressSize; ++i) {
+      padding_clear = padding_clear && rail[8 + i] == 0;
+    }
+    if (!used && (decoded.write_target[r] != 0 || address_size != 0)) padding_clear = false;
+    if (!padding_clear) {
+      *error = "connect acknowledgement has non-zero bytes beyond rail " + std::to_string(r) +
+               "'s address";
+      return false;
+    }
+    if (used) {
+      decoded.address_size[r] = address_size;
+      std::memcpy(decoded.address[r], rail + 8, address_size);
+    }
   }
   *ack = decoded;
   return true;

@@ -9,12 +9,13 @@
 #include <string>
 
 #include "core/handle_header.h"
+#include "ofi/rails.h"
 
 namespace weft::ofi {
 
 constexpr uint32_t kConnectMagic = 0x43544657;  // "WFTC"
 constexpr uint32_t kAckMagic = 0x41544657;      // "WFTA"
-constexpr uint8_t kWireVersion = 2;
+constexpr uint8_t kWireVersion = 3;
 
 // The data protocol of a connection; both sides must use the same.
 enum class Protocol : uint8_t { Tagged = 0, Rdma = 1 };
@@ -25,6 +26,7 @@ constexpr size_t kMaxAddressSize = kMaxHandlePayload;  // 104 bytes
 struct ConnectRequest {
   uint32_t connector_comm_id = 0;
   Protocol protocol = Protocol::Tagged;
+  uint8_t rails = 1;  // rails the connecting side offers, 1..kMaxRails
   uint8_t address_size = 0;
   uint8_t address[kMaxAddressSize] = {};
 };
@@ -36,13 +38,21 @@ bool decode_connect_request(const uint8_t* bytes, size_t size, ConnectRequest* r
 struct ConnectAck {
   uint32_t recv_comm_id = 0;
   Protocol protocol = Protocol::Tagged;
-  // RDMA protocol: the receiver's immediate target and eager buffer size.
-  uint16_t write_target = 0;
+  // Rails the connection uses (at most what the request offered): data
+  // written on rail r goes to the receiver's endpoint named by address[r]
+  // (rail 0: the listener's, already known from the handle).
+  uint8_t rails = 1;
+  // RDMA protocol: the receiver's immediate target per rail and its eager
+  // buffer size.
+  uint16_t write_target[kMaxRails] = {};
   uint32_t eager_size = 0;
   // This side's write completions carry no length: send size notices.
   bool needs_size_notices = false;
+  uint8_t address_size[kMaxRails] = {};
+  uint8_t address[kMaxRails][kMaxAddressSize] = {};
 };
-constexpr size_t kConnectAckSize = 24;
+constexpr size_t kAckRailStride = 8 + kMaxAddressSize;
+constexpr size_t kConnectAckSize = 40 + (kMaxRails - 1) * kAckRailStride;
 void encode_connect_ack(const ConnectAck& ack, uint8_t* out);
 bool decode_connect_ack(const uint8_t* bytes, size_t size, ConnectAck* ack, std::string* error);
 

@@ -3,6 +3,7 @@
 #include <rdma/fi_errno.h>
 #include <rdma/fi_tagged.h>
 
+#include <algorithm>
 #include <cstdio>
 
 #include "ofi/tag_layout.h"
@@ -11,11 +12,11 @@
 namespace weft::ofi {
 
 OfiListenComm::OfiListenComm(std::shared_ptr<Endpoint> endpoint, uint32_t listen_id,
-                             int close_timeout_ms)
+                             ListenSetup setup)
     : endpoint_(std::move(endpoint)),
       device_name_(endpoint_->device_name()),
       listen_id_(listen_id),
-      close_timeout_ms_(close_timeout_ms) {
+      setup_(std::move(setup)) {
   op_.target = this;
   op_.slot = 0;
 }
@@ -81,7 +82,13 @@ ncclResult_t OfiListenComm::accept(RecvComm** recv_comm) {
     }
     CommSetup setup;
     setup.endpoint = endpoint_;
-    setup.close_timeout_ms = close_timeout_ms_;
+    setup.close_timeout_ms = setup_.close_timeout_ms;
+    setup.min_stripe = setup_.min_stripe;
+    // As many rails as both sides have (the rdma protocol only).
+    size_t rails = request.protocol == own && own == Protocol::Rdma
+                       ? std::min<size_t>(request.rails, 1 + setup_.extra_rails.size())
+                       : 1;
+    for (size_t r = 1; r < rails; ++r) setup.extra_rails.push_back({setup_.extra_rails[r - 1]});
     setup.peer_name = endpoint_->address_to_string(request.address, request.address_size);
     result = endpoint_->insert_address(request.address, request.address_size, &setup.peer);
     if (result != ncclSuccess) {
@@ -106,7 +113,7 @@ void OfiListenComm::close() {
     endpoint_->cancel(&op_);
     std::shared_ptr<Endpoint> endpoint = endpoint_;
     finish_close(
-        this, *endpoint, *endpoint, close_timeout_ms_,
+        this, *endpoint, *endpoint, setup_.close_timeout_ms,
         [this] { return arrived_.load(std::memory_order_acquire); }, [this] { endpoint_.reset(); });
     return;
   }

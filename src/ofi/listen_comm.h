@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <memory>
+#include <vector>
 
 #include "ofi/comm_base.h"
 #include "ofi/connection_messages.h"
@@ -11,9 +12,16 @@
 
 namespace weft::ofi {
 
+// What the receive comms a listener accepts inherit.
+struct ListenSetup {
+  std::vector<std::shared_ptr<Endpoint>> extra_rails;  // rails 1.. of the device
+  int close_timeout_ms = 2000;
+  size_t min_stripe = 131072;
+};
+
 class OfiListenComm final : public ListenComm, public CompletionTarget {
  public:
-  OfiListenComm(std::shared_ptr<Endpoint> endpoint, uint32_t listen_id, int close_timeout_ms);
+  OfiListenComm(std::shared_ptr<Endpoint> endpoint, uint32_t listen_id, ListenSetup setup);
   ~OfiListenComm() override;
 
   // Registers the request buffer and posts the first receive.
@@ -30,7 +38,7 @@ class OfiListenComm final : public ListenComm, public CompletionTarget {
   std::shared_ptr<Endpoint> endpoint_;
   std::string device_name_;
   uint32_t listen_id_;
-  int close_timeout_ms_;
+  ListenSetup setup_;
   void* region_ = nullptr;
   bool posted_ = false;
   std::atomic<bool> arrived_{false};

@@ -11,6 +11,7 @@
 
 #include "core/mr_cache.h"
 #include "nccl/types.h"
+#include "ofi/rails.h"
 
 namespace weft::ofi {
 
@@ -47,9 +48,19 @@ struct MemoryRegion {
   RegistrationCache* cache = nullptr;
   RegistrationCache::Entry* entry = nullptr;  // shared registration, or
   Registration own;                           // one of its own (cache full or off)
+  // A multi-rail comm registers the buffer on every rail's domain: the
+  // handle NCCL holds is rail 0's, the others hang off it (MemoryRegion*).
+  void* rail_region[kMaxRails] = {};
 
   const Registration& registration() const { return entry != nullptr ? entry->registration : own; }
 };
+
+// The handle's registration on `rail` (rail 0: the handle itself).
+inline const MemoryRegion* region_on_rail(const void* mhandle, int rail) {
+  auto* region = static_cast<const MemoryRegion*>(mhandle);
+  if (region == nullptr || rail == 0) return region;
+  return static_cast<const MemoryRegion*>(region->rail_region[rail]);
+}
 
 ncclResult_t register_memory(Endpoint& endpoint, void* data, size_t size, MemorySource source,
                              void** mhandle);
@@ -61,8 +72,8 @@ ncclResult_t classify_memory(Endpoint& endpoint, void* data, size_t size, int ty
 ncclResult_t deregister_memory(Endpoint* endpoint, const std::string& device_name, void* mhandle);
 
 // Descriptor to pass with a data operation; nullptr for a NULL handle.
-inline void* descriptor_of(void* mhandle) {
-  return mhandle == nullptr ? nullptr : static_cast<MemoryRegion*>(mhandle)->descriptor;
+inline void* descriptor_of(const void* mhandle) {
+  return mhandle == nullptr ? nullptr : static_cast<const MemoryRegion*>(mhandle)->descriptor;
 }
 
 }  // namespace weft::ofi

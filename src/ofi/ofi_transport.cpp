@@ -1,14 +1,26 @@
 #include "ofi/ofi_transport.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "core/cuda/cuda_driver.h"
 #include "core/hash.h"
+#include "core/rail_grouping.h"
 #include "ofi/connection_messages.h"
 #include "ofi/listen_comm.h"
 #include "weft/log.h"
 
 namespace weft::ofi {
+
+namespace {
+
+RailGrouping grouping_of(const std::string& setting) {
+  if (setting == "off") return RailGrouping::Off;
+  if (setting == "all") return RailGrouping::All;
+  return RailGrouping::Pci;
+}
+
+}  // namespace
 
 ncclResult_t OfiTransport::create(const Params& params, std::unique_ptr<Transport>* out) {
   std::vector<DiscoveredDevice> discovered;
@@ -17,25 +29,75 @@ ncclResult_t OfiTransport::create(const Params& params, std::unique_ptr<Transpor
   std::unique_ptr<OfiTransport> transport(new OfiTransport());
   transport->params_ = params;
   if (params.gpu != "off") transport->cuda_ = cuda::Driver::shared(params.cuda_lib);
+  std::vector<RailCandidate> candidates;
   for (auto& found : discovered) {
-    auto device = std::make_unique<Device>();
+    auto rail = std::make_unique<Rail>();
     found.properties.reg_is_global = params.mr_cache;
     found.properties.force_flush = params.force_flush;
-    device->gpu = enable_gpu_memory(&found, transport->cuda_, params);
-    result = choose_protocol(&found, params.ofi_protocol, &device->protocol);
+    rail->gpu = enable_gpu_memory(&found, transport->cuda_, params);
+    result = choose_protocol(&found, params.ofi_protocol, &rail->protocol);
     if (result != ncclSuccess) return result;
-    device->provider_hash = fnv1a_32(std::string(found.info->fabric_attr->prov_name) + "/" +
-                                     std::to_string(found.info->addr_format));
-    WEFT_INFO(NCCL_INIT, "device %zu: %s (provider %s, %s protocol, %d Mbps%s%s)",
-              transport->devices_.size(), found.properties.name.c_str(),
-              found.info->fabric_attr->prov_name, protocol_name(device->protocol.protocol),
+    rail->provider_hash = fnv1a_32(std::string(found.info->fabric_attr->prov_name) + "/" +
+                                   std::to_string(found.info->addr_format));
+    WEFT_INFO(NCCL_INIT, "NIC %zu: %s (provider %s, %s protocol, %d Mbps%s%s)",
+              transport->rails_.size(), found.properties.name.c_str(),
+              found.info->fabric_attr->prov_name, protocol_name(rail->protocol.protocol),
               found.properties.speed_mbps, found.properties.pci_path.empty() ? "" : ", ",
               found.properties.pci_path.c_str());
-    device->discovered = std::move(found);
-    transport->devices_.push_back(std::move(device));
+    // Rails of one device must agree on the provider and the protocol.
+    candidates.push_back(
+        {std::to_string(rail->provider_hash) + "/" + protocol_name(rail->protocol.protocol),
+         found.properties.pci_path});
+    rail->discovered = std::move(found);
+    transport->rails_.push_back(std::move(rail));
+  }
+  std::vector<std::vector<int>> groups =
+      group_rails(candidates, grouping_of(params.rail_grouping), kMaxRails);
+  for (size_t g = 0; g < groups.size(); ++g) {
+    Device device;
+    device.rails = groups[g];
+    device.properties = transport->combined_properties(device.rails);
+    // v12: NICs of one PCI group are planes of one rail.
+    device.properties.rail_id = static_cast<int>(g);
+    device.properties.plane_id = device.rails.size() == 1 ? 0 : -1;
+    transport->add_device(std::move(device));
   }
   *out = std::move(transport);
   return ncclSuccess;
+}
+
+DeviceProperties OfiTransport::combined_properties(const std::vector<int>& rails) const {
+  DeviceProperties props = rails_[rails[0]]->discovered.properties;
+  if (rails.size() == 1) return props;
+  bool rdma = rails_[rails[0]]->protocol.protocol == Protocol::Rdma;
+  for (size_t i = 1; i < rails.size(); ++i) {
+    const DeviceProperties& other = rails_[rails[i]]->discovered.properties;
+    props.name += "+" + other.name;
+    props.ptr_support &= other.ptr_support;
+    // Only the rdma protocol spreads data over rails; tagged uses the first.
+    if (rdma) props.speed_mbps += other.speed_mbps;
+    props.latency_us = std::max(props.latency_us, other.latency_us);
+    props.max_comms = std::min(props.max_comms, other.max_comms);
+    props.max_p2p_bytes = std::min(props.max_p2p_bytes, other.max_p2p_bytes);
+  }
+  return props;
+}
+
+void OfiTransport::add_device(Device device) {
+  std::lock_guard<std::mutex> lock(devices_mutex_);
+  const Rail& rail = *rails_[device.rails[0]];
+  std::string names;
+  for (int r : device.rails) names += (names.empty() ? "" : ", ") + std::to_string(r);
+  if (device.rails.size() > 1 && rail.protocol.protocol != Protocol::Rdma) {
+    WEFT_WARN(
+        "device %zu (%s) spans NICs %s, but the tagged protocol carries data on the first only; "
+        "set WEFT_OFI_PROTOCOL=rdma to use them all, or WEFT_RAIL_GROUPING=off",
+        devices_.size(), device.properties.name.c_str(), names.c_str());
+  }
+  WEFT_INFO(NCCL_INIT, "device %zu: %s over NIC%s %s (%s protocol, %d Mbps)", devices_.size(),
+            device.properties.name.c_str(), device.rails.size() > 1 ? "s" : "", names.c_str(),
+            protocol_name(rail.protocol.protocol), device.properties.speed_mbps);
+  devices_.push_back(std::move(device));
 }
 
 OfiTransport::~OfiTransport() {
@@ -43,20 +105,95 @@ OfiTransport::~OfiTransport() {
   pending_.abandon_all([](OfiSendComm* comm) { comm->close_within(0); });
 }
 
-bool OfiTransport::valid_device(int dev, const char* caller) const {
-  if (dev >= 0 && dev < device_count()) return true;
-  WEFT_WARN("%s: device %d does not exist (weft has %d)", caller, dev, device_count());
+int OfiTransport::device_count() const {
+  std::lock_guard<std::mutex> lock(devices_mutex_);
+  return static_cast<int>(devices_.size());
+}
+
+bool OfiTransport::device_of(int dev, const char* caller, Device* out) const {
+  std::lock_guard<std::mutex> lock(devices_mutex_);
+  if (dev >= 0 && dev < static_cast<int>(devices_.size())) {
+    *out = devices_[static_cast<size_t>(dev)];
+    return true;
+  }
+  WEFT_WARN("%s: device %d does not exist (weft has %zu)", caller, dev, devices_.size());
   return false;
 }
 
 ncclResult_t OfiTransport::properties(int dev, DeviceProperties* props) const {
-  if (!valid_device(dev, "getProperties")) return ncclInvalidArgument;
-  *props = devices_[dev]->discovered.properties;
+  Device device;
+  if (!device_of(dev, "getProperties", &device)) return ncclInvalidArgument;
+  *props = device.properties;
   return ncclSuccess;
 }
 
-ncclResult_t OfiTransport::endpoint_for(int dev, std::shared_ptr<Endpoint>* out) {
-  Device& device = *devices_[dev];
+ncclResult_t OfiTransport::make_virtual_device(const std::vector<int>& devs, int* dev) {
+  *dev = -1;
+  if (devs.empty()) {
+    WEFT_WARN("makeVDevice: no devices given");
+    return ncclInvalidArgument;
+  }
+  Device merged;
+  std::string protocol;
+  for (int d : devs) {
+    Device part;
+    if (!device_of(d, "makeVDevice", &part)) return ncclInvalidArgument;
+    for (int rail : part.rails) {
+      for (int seen : merged.rails) {
+        if (seen == rail) {
+          WEFT_WARN("makeVDevice: NIC %s appears twice among devices to merge",
+                    rails_[rail]->discovered.properties.name.c_str());
+          return ncclInvalidArgument;
+        }
+      }
+      merged.rails.push_back(rail);
+    }
+  }
+  if (merged.rails.size() > static_cast<size_t>(kMaxRails)) {
+    WEFT_WARN("makeVDevice: %zu NICs in one device, weft supports at most %d", merged.rails.size(),
+              kMaxRails);
+    return ncclInvalidArgument;
+  }
+  const Rail& first = *rails_[merged.rails[0]];
+  for (int rail : merged.rails) {
+    const Rail& other = *rails_[rail];
+    if (other.provider_hash != first.provider_hash ||
+        other.protocol.protocol != first.protocol.protocol) {
+      WEFT_WARN(
+          "makeVDevice: %s (%s, %s protocol) and %s (%s, %s protocol) cannot form one device: "
+          "their provider or protocol differ",
+          first.discovered.properties.name.c_str(), first.discovered.info->fabric_attr->prov_name,
+          protocol_name(first.protocol.protocol), other.discovered.properties.name.c_str(),
+          other.discovered.info->fabric_attr->prov_name, protocol_name(other.protocol.protocol));
+      return ncclInvalidUsage;
+    }
+  }
+  merged.properties = combined_properties(merged.rails);
+  merged.properties.virtual_of = devs;
+  Device base;
+  if (device_of(devs[0], "makeVDevice", &base)) merged.properties.rail_id = base.properties.rail_id;
+  merged.properties.plane_id = -1;
+  add_device(std::move(merged));
+  *dev = device_count() - 1;
+  return ncclSuccess;
+}
+
+ncclResult_t OfiTransport::rail_endpoints(const Device& device,
+                                          std::vector<std::shared_ptr<Endpoint>>* out) {
+  out->clear();
+  // The tagged protocol moves data on the first rail only.
+  size_t used = first_rail(device).protocol.protocol == Protocol::Rdma ? device.rails.size() : 1;
+  for (size_t i = 0; i < used; ++i) {
+    std::shared_ptr<Endpoint> endpoint;
+    ncclResult_t result = endpoint_for(device.rails[i], &endpoint);
+    if (result != ncclSuccess) return result;
+    out->push_back(std::move(endpoint));
+  }
+  return ncclSuccess;
+}
+
+ncclResult_t OfiTransport::endpoint_for(int rail, std::shared_ptr<Endpoint>* out) {
+  Rail& device = *rails_[rail];
   std::lock_guard<std::mutex> lock(device.mutex);
   std::shared_ptr<Endpoint> endpoint = device.endpoint.lock();
   if (endpoint && endpoint->broken()) {
@@ -91,18 +228,23 @@ ncclResult_t OfiTransport::endpoint_for(int dev, std::shared_ptr<Endpoint>* out)
 }
 
 ncclResult_t OfiTransport::listen(int dev, void* handle, ListenComm** listen_comm) {
-  if (!valid_device(dev, "listen")) return ncclInvalidArgument;
-  std::shared_ptr<Endpoint> endpoint;
-  ncclResult_t result = endpoint_for(dev, &endpoint);
+  Device device;
+  if (!device_of(dev, "listen", &device)) return ncclInvalidArgument;
+  std::vector<std::shared_ptr<Endpoint>> endpoints;
+  ncclResult_t result = rail_endpoints(device, &endpoints);
   if (result != ncclSuccess) return result;
+  std::shared_ptr<Endpoint> endpoint = endpoints[0];
   if (endpoint->local_address_size() > kMaxAddressSize) {
     WEFT_WARN("%s: endpoint address of %zu bytes does not fit in a %zu-byte handle",
               endpoint->device_name().c_str(), endpoint->local_address_size(), kMaxAddressSize);
     return ncclInternalError;
   }
   uint32_t listen_id = endpoint->next_id();
-  auto comm = std::make_unique<OfiListenComm>(endpoint, listen_id,
-                                              static_cast<int>(params_.close_timeout_ms));
+  ListenSetup setup;
+  setup.extra_rails.assign(endpoints.begin() + 1, endpoints.end());
+  setup.close_timeout_ms = static_cast<int>(params_.close_timeout_ms);
+  setup.min_stripe = static_cast<size_t>(params_.min_stripe_size);
+  auto comm = std::make_unique<OfiListenComm>(endpoint, listen_id, std::move(setup));
   result = comm->start();
   if (result != ncclSuccess) {
     comm.release()->close();
@@ -110,7 +252,7 @@ ncclResult_t OfiTransport::listen(int dev, void* handle, ListenComm** listen_com
   }
   ListenHandle encoded;
   encoded.transport = TransportId::Ofi;
-  encoded.fingerprint = devices_[dev]->provider_hash;
+  encoded.fingerprint = first_rail(device).provider_hash;
   encoded.listen_id = listen_id;
   encoded.payload_size = static_cast<uint8_t>(endpoint->local_address_size());
   std::memcpy(encoded.payload, endpoint->local_address(), encoded.payload_size);
@@ -121,32 +263,35 @@ ncclResult_t OfiTransport::listen(int dev, void* handle, ListenComm** listen_com
 
 ncclResult_t OfiTransport::connect(int dev, const CommConfig&, void* handle, SendComm** send_comm) {
   *send_comm = nullptr;
-  if (!valid_device(dev, "connect")) return ncclInvalidArgument;
+  Device device;
+  if (!device_of(dev, "connect", &device)) return ncclInvalidArgument;
+  const Rail& rail = first_rail(device);
   ListenHandle decoded;
   std::string error;
   if (!decode_handle(handle, kHandleSize, TransportId::Ofi, &decoded, &error)) {
-    WEFT_WARN("connect on %s: %s", devices_[dev]->discovered.properties.name.c_str(),
-              error.c_str());
+    WEFT_WARN("connect on %s: %s", device.properties.name.c_str(), error.c_str());
     return ncclInvalidArgument;
   }
-  if (decoded.fingerprint != devices_[dev]->provider_hash) {
+  if (decoded.fingerprint != rail.provider_hash) {
     WEFT_WARN(
         "connect on %s: the peer listens with a different libfabric provider or address "
         "format than this device (%s); set the same WEFT_OFI_PROVIDER on every node",
-        devices_[dev]->discovered.properties.name.c_str(),
-        devices_[dev]->discovered.info->fabric_attr->prov_name);
+        device.properties.name.c_str(), rail.discovered.info->fabric_attr->prov_name);
     return ncclInvalidUsage;
   }
 
   uint64_t cookie = decoded.connect_cookie;
   std::unique_ptr<OfiSendComm> comm = pending_.take(cookie);
   if (!comm) {
-    std::shared_ptr<Endpoint> endpoint;
-    ncclResult_t result = endpoint_for(dev, &endpoint);
+    std::vector<std::shared_ptr<Endpoint>> endpoints;
+    ncclResult_t result = rail_endpoints(device, &endpoints);
     if (result != ncclSuccess) return result;
+    std::shared_ptr<Endpoint> endpoint = endpoints[0];
     CommSetup setup;
     setup.endpoint = endpoint;
     setup.close_timeout_ms = static_cast<int>(params_.close_timeout_ms);
+    setup.min_stripe = static_cast<size_t>(params_.min_stripe_size);
+    for (size_t r = 1; r < endpoints.size(); ++r) setup.extra_rails.push_back({endpoints[r]});
     setup.peer_name = endpoint->address_to_string(decoded.payload, decoded.payload_size);
     result = endpoint->insert_address(decoded.payload, decoded.payload_size, &setup.peer);
     if (result != ncclSuccess) return result;

@@ -1,8 +1,10 @@
-// The libfabric transport: one device per provider domain, over a shared
-// RDM endpoint per device; data moves with tagged messages or with the
-// RDMA protocol (protocol_choice.h).
+// The libfabric transport: a rail per provider domain, over a shared RDM
+// endpoint per rail; NCCL's devices are single rails or groups of rails
+// (rail_grouping.h, makeVDevice). Data moves with tagged messages or with
+// the RDMA protocol (protocol_choice.h), which alone spreads over rails.
 #pragma once
 
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -24,14 +26,16 @@ class OfiTransport final : public Transport {
   ~OfiTransport() override;
 
   const char* name() const override { return "ofi"; }
-  int device_count() const override { return static_cast<int>(devices_.size()); }
+  int device_count() const override;
   ncclResult_t properties(int dev, DeviceProperties* props) const override;
+  ncclResult_t make_virtual_device(const std::vector<int>& devs, int* dev) override;
   ncclResult_t listen(int dev, void* handle, ListenComm** listen_comm) override;
   ncclResult_t connect(int dev, const CommConfig& config, void* handle,
                        SendComm** send_comm) override;
 
  private:
-  struct Device {
+  // A physical NIC: one provider domain.
+  struct Rail {
     DiscoveredDevice discovered;
     uint32_t provider_hash = 0;
     GpuSupport gpu;
@@ -42,14 +46,28 @@ class OfiTransport final : public Transport {
     // and reload the plugin, and shm names endpoints per process).
     std::weak_ptr<Endpoint> endpoint;
   };
+  // What NCCL calls a device: one rail, or several (RDMA protocol only).
+  struct Device {
+    std::vector<int> rails;
+    DeviceProperties properties;
+  };
 
   OfiTransport() = default;
-  ncclResult_t endpoint_for(int dev, std::shared_ptr<Endpoint>* out);
-  bool valid_device(int dev, const char* caller) const;
+  ncclResult_t endpoint_for(int rail, std::shared_ptr<Endpoint>* out);
+  // Endpoints of every rail of `dev` that its comms use.
+  ncclResult_t rail_endpoints(const Device& device, std::vector<std::shared_ptr<Endpoint>>* out);
+  // A copy of device `dev`, or false (and a log naming `caller`).
+  bool device_of(int dev, const char* caller, Device* out) const;
+  Rail& first_rail(const Device& device) const { return *rails_[device.rails[0]]; }
+  // Properties of a device over `rails` (speed summed when they all carry data).
+  DeviceProperties combined_properties(const std::vector<int>& rails) const;
+  void add_device(Device device);
 
   Params params_;
   const cuda::Driver* cuda_ = nullptr;
-  std::vector<std::unique_ptr<Device>> devices_;
+  std::vector<std::unique_ptr<Rail>> rails_;
+  mutable std::mutex devices_mutex_;  // makeVDevice appends while others read
+  std::deque<Device> devices_;
   // Connections whose acknowledgement has not arrived.
   PendingConnects<OfiSendComm> pending_;
 };

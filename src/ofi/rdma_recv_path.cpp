@@ -13,15 +13,28 @@
 
 namespace weft::ofi {
 
-RdmaRecvPath::RdmaRecvPath(Endpoint& endpoint, RdmaPeer peer, size_t eager_size, int bounce_count)
-    : endpoint_(endpoint),
+namespace {
+
+bool any_rail_without_write_lengths(const std::vector<Endpoint*>& rails) {
+  for (Endpoint* rail : rails) {
+    if (!rail->write_lengths_reported()) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+RdmaRecvPath::RdmaRecvPath(std::vector<Endpoint*> rails, RdmaPeer peer, size_t eager_size,
+                           int bounce_count)
+    : rails_(std::move(rails)),
+      endpoint_(*rails_[0]),
       peer_(std::move(peer)),
       eager_size_(eager_size),
       // Aligned so every bounce's data starts on a cache line.
       bounce_stride_((kEagerHeaderSize + eager_size + 63) & ~size_t{63}),
       bounces_(new Bounce[static_cast<size_t>(bounce_count)]),
       bounce_count_(bounce_count),
-      needs_notices_(!endpoint.write_lengths_reported()) {
+      needs_notices_(any_rail_without_write_lengths(rails_)) {
   for (int i = 0; i < bounce_count_; ++i) {
     bounces_[i].op.target = this;
     bounces_[i].op.slot = static_cast<uint32_t>(i);
@@ -33,7 +46,9 @@ RdmaRecvPath::RdmaRecvPath(Endpoint& endpoint, RdmaPeer peer, size_t eager_size,
 }
 
 RdmaRecvPath::~RdmaRecvPath() {
-  endpoint_.detach_write_target(write_target_);
+  for (size_t r = 0; r < rails_.size(); ++r) {
+    if (write_targets_[r] != 0) rails_[r]->detach_write_target(write_targets_[r]);
+  }
   deregister_memory(&endpoint_, endpoint_.device_name(), bounce_region_);
   deregister_memory(&endpoint_, endpoint_.device_name(), cts_region_);
 }
@@ -46,11 +61,13 @@ ncclResult_t RdmaRecvPath::start() {
   result =
       register_memory(endpoint_, cts_buffers_, sizeof(cts_buffers_), MemorySource{}, &cts_region_);
   if (result != ncclSuccess) return result;
-  write_target_ = endpoint_.attach_write_target(this);
-  if (write_target_ == 0) {
-    WEFT_WARN("%s: more than 65535 receive comms on one device use the rdma protocol",
-              endpoint_.device_name().c_str());
-    return ncclSystemError;
+  for (size_t r = 0; r < rails_.size(); ++r) {
+    write_targets_[r] = rails_[r]->attach_write_target(this);
+    if (write_targets_[r] == 0) {
+      WEFT_WARN("%s: more than 65535 receive comms on one device use the rdma protocol",
+                rails_[r]->device_name().c_str());
+      return ncclSystemError;
+    }
   }
   for (int i = 0; i < bounce_count_; ++i) {
     result = post_bounce(i);
@@ -83,6 +100,14 @@ void RdmaRecvPath::fail(const std::string& problem) {
   }
 }
 
+ncclResult_t RdmaRecvPath::poll_rails() {
+  for (Endpoint* rail : rails_) {
+    ncclResult_t result = rail->poll();
+    if (result != ncclSuccess) return result;
+  }
+  return ncclSuccess;
+}
+
 ncclResult_t RdmaRecvPath::fatal() const {
   return fatal_.load(std::memory_order_acquire) != 0 ? ncclRemoteError : ncclSuccess;
 }
@@ -94,7 +119,8 @@ ncclResult_t RdmaRecvPath::irecv(int n, void** data, const size_t* sizes, const 
   if (result != ncclSuccess) return result;
   for (int i = 0; i < n; ++i) {
     size_t size = sizes == nullptr ? 0 : sizes[i];
-    auto* region = static_cast<const MemoryRegion*>(mhandles == nullptr ? nullptr : mhandles[i]);
+    void* mhandle = mhandles == nullptr ? nullptr : mhandles[i];
+    auto* region = static_cast<const MemoryRegion*>(mhandle);
     if (size > 0 && (region == nullptr || region->magic != MemoryRegion::kMagic)) {
       WEFT_WARN(
           "%s: irecv of %zu bytes without a valid memory handle (the rdma protocol needs "
@@ -102,9 +128,16 @@ ncclResult_t RdmaRecvPath::irecv(int n, void** data, const size_t* sizes, const 
           endpoint_.device_name().c_str(), size);
       return ncclInvalidArgument;
     }
+    for (int r = 1; size > 0 && r < rails(); ++r) {
+      if (region_on_rail(mhandle, r) == nullptr) {
+        WEFT_WARN("%s: irecv buffer %p was registered before this comm had rail %d",
+                  endpoint_.device_name().c_str(), data[i], r);
+        return ncclInvalidArgument;
+      }
+    }
   }
   RecvRequest* req = pool_.acquire();
-  if (req == nullptr) return endpoint_.poll();
+  if (req == nullptr) return poll_rails();
   const int s = slot_of(req);
   req->start(this, n + 1, /*is_send=*/false, n);
   req->set_posted_size(kCtsOp, SIZE_MAX);
@@ -113,6 +146,7 @@ ncclResult_t RdmaRecvPath::irecv(int n, void** data, const size_t* sizes, const 
   cts.first_index = next_index_;
   cts.slot = static_cast<uint8_t>(s);
   cts.count = static_cast<uint8_t>(n);
+  cts.rails = static_cast<uint8_t>(rails());
   {
     std::lock_guard<std::mutex> lock(state_mutex_);
     Slot& slot = slots_[s];
@@ -129,15 +163,16 @@ ncclResult_t RdmaRecvPath::irecv(int n, void** data, const size_t* sizes, const 
       req->set_posted_size(i, size);
       cts.entries[i].size = size;
       cts.entries[i].tag = tags[i];
-      if (size > 0) {
-        cts.entries[i].address = endpoint_.remote_address(data[i], region->registration());
-        cts.entries[i].key = region->registration().key;
+      for (int r = 0; size > 0 && r < rails(); ++r) {
+        const MemoryRegion* on_rail = region_on_rail(region, r);
+        cts.entries[i].address[r] = rails_[r]->remote_address(data[i], on_rail->registration());
+        cts.entries[i].key[r] = on_rail->registration().key;
       }
     }
     slot.request = req;
   }
   encode_cts(cts, cts_buffers_[s]);
-  ssize_t rc = endpoint_.send(cts_buffers_[s], cts_size(n), descriptor_of(cts_region_),
+  ssize_t rc = endpoint_.send(cts_buffers_[s], cts_size(n, rails()), descriptor_of(cts_region_),
                               peer_.address, cts_tag(peer_.remote_comm_id), req->op(kCtsOp));
   if (rc != 0) {
     {
@@ -145,7 +180,7 @@ ncclResult_t RdmaRecvPath::irecv(int n, void** data, const size_t* sizes, const 
       slots_[s].request = nullptr;
     }
     pool_.release(req);
-    if (rc == -FI_EAGAIN) return endpoint_.poll();
+    if (rc == -FI_EAGAIN) return poll_rails();
     WEFT_WARN("%s: sending the clear-to-send for %d receive(s) to %s failed: %s",
               endpoint_.device_name().c_str(), n, peer_.name.c_str(), fi_strerror((int)-rc));
     return ncclSystemError;
@@ -242,7 +277,7 @@ bool RdmaRecvPath::place_eager(int index, ncclResult_t* result) {
                     "copying eager data into GPU memory failed");
       return true;
     }
-    *result = endpoint_.poll();
+    *result = poll_rails();
     if (*result != ncclSuccess) return true;
   }
 }
@@ -297,7 +332,7 @@ ncclResult_t RdmaRecvPath::service() {
 }
 
 ncclResult_t RdmaRecvPath::progress() {
-  ncclResult_t result = endpoint_.poll();
+  ncclResult_t result = poll_rails();
   if (result != ncclSuccess) return result;
   return service();
 }

@@ -27,7 +27,9 @@ struct RdmaPeer {
 
 class RdmaRecvPath final : public RequestOwner, public CompletionTarget, public RemoteWriteTarget {
  public:
-  RdmaRecvPath(Endpoint& endpoint, RdmaPeer peer, size_t eager_size, int bounce_count);
+  // rails[0] carries clear-to-sends and eager messages; data writes may
+  // arrive on any rail.
+  RdmaRecvPath(std::vector<Endpoint*> rails, RdmaPeer peer, size_t eager_size, int bounce_count);
   ~RdmaRecvPath();
   RdmaRecvPath(const RdmaRecvPath&) = delete;
   RdmaRecvPath& operator=(const RdmaRecvPath&) = delete;
@@ -35,7 +37,8 @@ class RdmaRecvPath final : public RequestOwner, public CompletionTarget, public 
   // Registers the buffers, claims an immediate target, posts the bounce
   // receives. The ack tells the sender write_target() and eager_size().
   ncclResult_t start();
-  uint16_t write_target() const { return write_target_; }
+  uint16_t write_target(int rail) const { return write_targets_[rail]; }
+  int rails() const { return static_cast<int>(rails_.size()); }
   uint32_t eager_size() const { return static_cast<uint32_t>(eager_size_); }
   bool needs_size_notices() const { return needs_notices_; }
 
@@ -104,13 +107,15 @@ class RdmaRecvPath final : public RequestOwner, public CompletionTarget, public 
   // A size notice for message `index`, entry `entry`.
   void take_size_notice(const EagerHeader& header);
   ncclResult_t fatal() const;
+  ncclResult_t poll_rails();
   int slot_of(const RecvRequest* request) { return static_cast<int>(request - pool_.at(0)); }
 
-  Endpoint& endpoint_;
+  std::vector<Endpoint*> rails_;
+  Endpoint& endpoint_;  // rails_[0]
   RdmaPeer peer_;
   size_t eager_size_;
   size_t bounce_stride_;
-  uint16_t write_target_ = 0;
+  uint16_t write_targets_[kMaxRails] = {};
   uint32_t next_index_ = 0;
   uint32_t next_group_ = 0;
   std::vector<uint8_t> bounce_memory_;

@@ -12,15 +12,16 @@
 
 namespace weft::ofi {
 
-RdmaSendPath::RdmaSendPath(Endpoint& endpoint, RdmaPeer peer, uint16_t remote_target,
-                           size_t eager_size, uint64_t max_message, bool size_notices)
-    : endpoint_(endpoint),
+RdmaSendPath::RdmaSendPath(std::vector<RdmaRail> rails, RdmaPeer peer, size_t eager_size,
+                           uint64_t max_message, bool size_notices, size_t min_stripe)
+    : rails_(std::move(rails)),
+      endpoint_(*rails_[0].endpoint),
       peer_(std::move(peer)),
-      remote_target_(remote_target),
       eager_size_(eager_size),
+      min_stripe_(std::max<size_t>(min_stripe, 1)),
       max_message_(max_message),
       // Eager data goes out behind its header in one message.
-      eager_(endpoint.iov_limit() >= 2),
+      eager_(endpoint_.iov_limit() >= 2),
       size_notices_(size_notices) {
   for (int i = 0; i < kCtsBuffers; ++i) {
     cts_[i].op.target = this;
@@ -58,6 +59,14 @@ ncclResult_t RdmaSendPath::post_cts_receive(int index) {
   WEFT_WARN("%s: posting a clear-to-send receive for %s failed: %s",
             endpoint_.device_name().c_str(), peer_.name.c_str(), fi_strerror((int)-rc));
   return ncclSystemError;
+}
+
+ncclResult_t RdmaSendPath::poll_rails() {
+  for (const RdmaRail& rail : rails_) {
+    ncclResult_t result = rail.endpoint->poll();
+    if (result != ncclSuccess) return result;
+  }
+  return ncclSuccess;
 }
 
 void RdmaSendPath::fail(const std::string& problem) {
@@ -132,7 +141,8 @@ ncclResult_t RdmaSendPath::absorb_cts() {
       if (buffer.state.load(std::memory_order_acquire) != kArrived) continue;
       CtsMessage cts;
       std::string problem;
-      if (!decode_cts(buffer.bytes, buffer.length, max_message_, &cts, &problem)) {
+      if (!decode_cts(buffer.bytes, buffer.length, static_cast<int>(rails_.size()), &cts,
+                      &problem)) {
         fail(problem);
         return ncclRemoteError;
       }
@@ -179,7 +189,7 @@ ncclResult_t RdmaSendPath::service() {
 }
 
 ncclResult_t RdmaSendPath::progress() {
-  ncclResult_t result = endpoint_.poll();
+  ncclResult_t result = poll_rails();
   if (result != ncclSuccess) return result;
   return service();
 }
@@ -187,7 +197,7 @@ ncclResult_t RdmaSendPath::progress() {
 ncclResult_t RdmaSendPath::send_eager(void* data, size_t size, int tag, void* mhandle,
                                       bool truncated, size_t posted, Request** request) {
   SendRequest* req = pool_.acquire();
-  if (req == nullptr) return endpoint_.poll();
+  if (req == nullptr) return poll_rails();
   const uint32_t index = next_index_;
   req->start(this, 2, /*is_send=*/true, 1);
   req->set_posted_size(0, size);
@@ -204,7 +214,7 @@ ncclResult_t RdmaSendPath::send_eager(void* data, size_t size, int tag, void* mh
                                  eager_tag(peer_.remote_comm_id), req->op(kEagerSendOp));
   if (rc != 0) {
     pool_.release(req);
-    if (rc == -FI_EAGAIN) return endpoint_.poll();
+    if (rc == -FI_EAGAIN) return poll_rails();
     WEFT_WARN("%s: eager send of %zu bytes to %s failed: %s", endpoint_.device_name().c_str(), size,
               peer_.name.c_str(), fi_strerror((int)-rc));
     return ncclSystemError;
@@ -228,45 +238,57 @@ ncclResult_t RdmaSendPath::send_eager(void* data, size_t size, int tag, void* mh
 ncclResult_t RdmaSendPath::write_message(Group& group, int entry, void* data, size_t size,
                                          void* mhandle, Request** request) {
   const CtsEntry& target = group.cts.entries[entry];
+  const size_t rail_count = rails_.size();
+  // Stripes of at least min_stripe_ bytes, one per rail; smaller messages
+  // go whole to the next rail in turn.
+  size_t stripes = std::clamp<size_t>(size / min_stripe_, 1, rail_count);
+  size_t first_rail = stripes == 1 ? next_rail_++ % rail_count : 0;
+  size_t stripe = (size + stripes - 1) / stripes;
   size_t max_write = std::max<size_t>(endpoint_.max_write_size(), 1);
-  size_t segments = std::max<size_t>((size + max_write - 1) / max_write, 1);
+  for (const RdmaRail& rail : rails_) {
+    max_write = std::min(max_write, std::max<size_t>(rail.endpoint->max_write_size(), 1));
+  }
+  size_t per_stripe = std::max<size_t>((stripe + max_write - 1) / max_write, 1);
+  size_t segments = stripes * per_stripe;
   if (segments > static_cast<size_t>(kRdmaMaxSegments)) {
     WEFT_WARN("%s: a message of %zu bytes needs %zu writes of at most %zu bytes (limit %d)",
               endpoint_.device_name().c_str(), size, segments, max_write, kRdmaMaxSegments);
     return ncclInvalidArgument;
   }
   SendRequest* req = pool_.acquire();
-  if (req == nullptr) return endpoint_.poll();
+  if (req == nullptr) return poll_rails();
   int ops = static_cast<int>(segments) + (size_notices_ ? 1 : 0);
   req->start(this, ops, /*is_send=*/true, 1);
   req->set_posted_size(0, size);
-  size_t chunk = (size + segments - 1) / segments;
+  size_t chunk = std::max<size_t>((size + segments - 1) / segments, 1);
   WriteImmediate immediate;
-  immediate.target = remote_target_;
   immediate.slot = group.cts.slot;
   immediate.entry = static_cast<uint8_t>(entry);
   immediate.segments = static_cast<uint8_t>(segments);
   for (size_t j = 0; j < segments; ++j) {
-    size_t offset = j * chunk;
+    size_t offset = std::min(j * chunk, size);
     size_t length = std::min(chunk, size - offset);
+    size_t r = (first_rail + j / per_stripe) % rail_count;
+    const RdmaRail& rail = rails_[r];
+    immediate.target = rail.remote_target;
     immediate.segment = static_cast<uint8_t>(j);
     for (;;) {
-      ssize_t rc =
-          endpoint_.write(static_cast<uint8_t*>(data) + offset, length, descriptor_of(mhandle),
-                          peer_.address, target.address + offset, target.key,
-                          encode_immediate(immediate), req->op(static_cast<int>(j)));
+      ssize_t rc = rail.endpoint->write(static_cast<uint8_t*>(data) + offset, length,
+                                        descriptor_of(region_on_rail(mhandle, r)), rail.peer,
+                                        target.address[r] + offset, target.key[r],
+                                        encode_immediate(immediate), req->op(static_cast<int>(j)));
       if (rc == 0) break;
       if (rc == -FI_EAGAIN && j == 0) {
         pool_.release(req);
-        return endpoint_.poll();  // NCCL retries the send
+        return poll_rails();  // NCCL retries the send
       }
       if (rc == -FI_EAGAIN) {
-        ncclResult_t result = endpoint_.poll();
+        ncclResult_t result = poll_rails();
         if (result == ncclSuccess) continue;
         rc = -FI_EIO;
       }
-      WEFT_WARN("%s: writing %zu bytes to %s failed: %s", endpoint_.device_name().c_str(), length,
-                peer_.name.c_str(), fi_strerror((int)-rc));
+      WEFT_WARN("%s: writing %zu bytes to %s failed: %s", rail.endpoint->device_name().c_str(),
+                length, peer_.name.c_str(), fi_strerror((int)-rc));
       if (j == 0) {
         pool_.release(req);
         return ncclSystemError;
@@ -291,7 +313,7 @@ ncclResult_t RdmaSendPath::write_message(Group& group, int entry, void* data, si
           bytes, kEagerHeaderSize, descriptor_of(header_region_), nullptr, 0, nullptr,
           peer_.address, eager_tag(peer_.remote_comm_id), req->op(static_cast<int>(segments)));
       if (rc == 0) break;
-      ncclResult_t result = rc == -FI_EAGAIN ? endpoint_.poll() : ncclSystemError;
+      ncclResult_t result = rc == -FI_EAGAIN ? poll_rails() : ncclSystemError;
       if (result != ncclSuccess) {
         req->on_error(static_cast<uint32_t>(segments), FI_EIO, 0, "sending a size notice failed");
         break;

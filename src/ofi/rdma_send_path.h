@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <string>
+#include <vector>
 
 #include "core/request_pool.h"
 #include "ofi/completion.h"
@@ -16,14 +17,25 @@
 
 namespace weft::ofi {
 
+// One rail of a connection as the sender sees it.
+struct RdmaRail {
+  Endpoint* endpoint = nullptr;
+  fi_addr_t peer = FI_ADDR_UNSPEC;
+  uint16_t remote_target = 0;  // the receiver's write target on this rail
+};
+
 class RdmaSendPath final : public RequestOwner, public CompletionTarget {
  public:
   // NCCL may keep 32 x maxRecvs sends in flight on one comm.
   static constexpr size_t kPoolSize = kRdmaSlots * kRdmaMaxEntries;
 
-  // remote_target and eager_size come from the receiver's acknowledgement.
-  RdmaSendPath(Endpoint& endpoint, RdmaPeer peer, uint16_t remote_target, size_t eager_size,
-               uint64_t max_message, bool size_notices);
+  // rails[0] carries clear-to-sends, eager messages and size notices; data
+  // writes go over every rail: messages of at least 2 x min_stripe are
+  // split across rails in stripes of at least min_stripe bytes, smaller
+  // ones take the rails in turn. Targets and eager_size come from the
+  // receiver's acknowledgement.
+  RdmaSendPath(std::vector<RdmaRail> rails, RdmaPeer peer, size_t eager_size, uint64_t max_message,
+               bool size_notices, size_t min_stripe);
   ~RdmaSendPath();
   RdmaSendPath(const RdmaSendPath&) = delete;
   RdmaSendPath& operator=(const RdmaSendPath&) = delete;
@@ -82,12 +94,15 @@ class RdmaSendPath final : public RequestOwner, public CompletionTarget {
   ncclResult_t write_message(Group& group, int entry, void* data, size_t size, void* mhandle,
                              Request** request);
   void fail(const std::string& problem);
+  ncclResult_t poll_rails();
   int index_of(const SendRequest* request) { return static_cast<int>(request - pool_.at(0)); }
 
-  Endpoint& endpoint_;
+  std::vector<RdmaRail> rails_;
+  Endpoint& endpoint_;  // rails_[0]
   RdmaPeer peer_;
-  uint16_t remote_target_;
   size_t eager_size_;
+  size_t min_stripe_;
+  uint32_t next_rail_ = 0;  // round-robin of messages too small to stripe
   uint64_t max_message_;
   bool eager_ = true;
   bool size_notices_ = false;

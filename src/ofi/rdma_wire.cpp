@@ -7,7 +7,7 @@ namespace {
 
 constexpr uint32_t kCtsMagic = 0x52544657;    // "WFTR"
 constexpr uint32_t kEagerMagic = 0x45544657;  // "WFTE"
-constexpr uint8_t kRdmaWireVersion = 1;
+constexpr uint8_t kRdmaWireVersion = 2;
 constexpr uint8_t kEagerTruncated = 1;
 constexpr uint8_t kEagerSizeNotice = 2;
 
@@ -24,29 +24,31 @@ T get(const uint8_t* in) {
 
 }  // namespace
 
-size_t cts_size(int count) {
-  return kCtsHeaderSize + static_cast<size_t>(count) * kCtsEntrySize;
+size_t cts_size(int count, int rails) {
+  return kCtsHeaderSize + static_cast<size_t>(count) * cts_entry_size(rails);
 }
 
 void encode_cts(const CtsMessage& cts, uint8_t* out) {
-  std::memset(out, 0, cts_size(cts.count));
+  std::memset(out, 0, cts_size(cts.count, cts.rails));
   put<uint32_t>(out, kCtsMagic);
   out[4] = kRdmaWireVersion;
   out[5] = cts.count;
   out[6] = cts.slot;
+  out[7] = cts.rails;
   put<uint32_t>(out + 8, cts.group_seq);
   put<uint32_t>(out + 12, cts.first_index);
   for (int i = 0; i < cts.count; ++i) {
-    uint8_t* entry = out + kCtsHeaderSize + static_cast<size_t>(i) * kCtsEntrySize;
-    put<uint64_t>(entry, cts.entries[i].address);
-    put<uint64_t>(entry + 8, cts.entries[i].size);
-    put<uint64_t>(entry + 16, cts.entries[i].key);
-    put<int32_t>(entry + 24, cts.entries[i].tag);
+    uint8_t* entry = out + kCtsHeaderSize + static_cast<size_t>(i) * cts_entry_size(cts.rails);
+    put<uint64_t>(entry, cts.entries[i].size);
+    put<int32_t>(entry + 8, cts.entries[i].tag);
+    for (int r = 0; r < cts.rails; ++r) {
+      put<uint64_t>(entry + 16 + 16 * r, cts.entries[i].address[r]);
+      put<uint64_t>(entry + 24 + 16 * r, cts.entries[i].key[r]);
+    }
   }
 }
 
-bool decode_cts(const uint8_t* bytes, size_t size, uint64_t max_size, CtsMessage* cts,
-                std::string* error) {
+bool decode_cts(const uint8_t* bytes, size_t size, int rails, CtsMessage* cts, std::string* error) {
   if (size < kCtsHeaderSize) {
     *error = "clear-to-send of " + std::to_string(size) + " bytes is shorter than its header";
     return false;
@@ -58,6 +60,7 @@ bool decode_cts(const uint8_t* bytes, size_t size, uint64_t max_size, CtsMessage
   CtsMessage decoded;
   decoded.count = bytes[5];
   decoded.slot = bytes[6];
+  decoded.rails = bytes[7];
   if (decoded.count < 1 || decoded.count > kRdmaMaxEntries) {
     *error = "clear-to-send lists " + std::to_string(decoded.count) + " receives (1.." +
              std::to_string(kRdmaMaxEntries) + ")";
@@ -67,37 +70,36 @@ bool decode_cts(const uint8_t* bytes, size_t size, uint64_t max_size, CtsMessage
     *error = "clear-to-send names request slot " + std::to_string(decoded.slot);
     return false;
   }
-  if (bytes[7] != 0) {
-    *error = "clear-to-send has non-zero reserved bytes";
+  if (decoded.rails != rails) {
+    *error = "clear-to-send describes " + std::to_string(decoded.rails) +
+             " rails, the connection has " + std::to_string(rails);
     return false;
   }
-  if (size != cts_size(decoded.count)) {
+  if (size != cts_size(decoded.count, decoded.rails)) {
     *error = "clear-to-send of " + std::to_string(size) + " bytes for " +
              std::to_string(decoded.count) + " receives (expected " +
-             std::to_string(cts_size(decoded.count)) + ")";
+             std::to_string(cts_size(decoded.count, decoded.rails)) + ")";
     return false;
   }
   decoded.group_seq = get<uint32_t>(bytes + 8);
   decoded.first_index = get<uint32_t>(bytes + 12);
   for (int i = 0; i < decoded.count; ++i) {
-    const uint8_t* entry = bytes + kCtsHeaderSize + static_cast<size_t>(i) * kCtsEntrySize;
+    const uint8_t* entry =
+        bytes + kCtsHeaderSize + static_cast<size_t>(i) * cts_entry_size(decoded.rails);
     CtsEntry& out = decoded.entries[i];
-    out.address = get<uint64_t>(entry);
-    out.size = get<uint64_t>(entry + 8);
-    out.key = get<uint64_t>(entry + 16);
-    out.tag = get<int32_t>(entry + 24);
-    if (get<uint32_t>(entry + 28) != 0) {
+    out.size = get<uint64_t>(entry);
+    out.tag = get<int32_t>(entry + 8);
+    if (get<uint32_t>(entry + 12) != 0) {
       *error = "clear-to-send entry " + std::to_string(i) + " has non-zero reserved bytes";
       return false;
     }
-    if (out.size > max_size) {
-      *error = "clear-to-send entry " + std::to_string(i) + " posts " + std::to_string(out.size) +
-               " bytes, more than the " + std::to_string(max_size) + " this device allows";
-      return false;
-    }
-    if (out.size > 0 && out.address + out.size < out.address) {
-      *error = "clear-to-send entry " + std::to_string(i) + " wraps the address space";
-      return false;
+    for (int r = 0; r < decoded.rails; ++r) {
+      out.address[r] = get<uint64_t>(entry + 16 + 16 * r);
+      out.key[r] = get<uint64_t>(entry + 24 + 16 * r);
+      if (out.size > 0 && out.address[r] + out.size < out.address[r]) {
+        *error = "clear-to-send entry " + std::to_string(i) + " wraps the address space";
+        return false;
+      }
     }
   }
   *cts = decoded;

@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <string>
 
+#include "ofi/rails.h"
+
 namespace weft::ofi {
 
 // One receive group per clear-to-send; NCCL groups at most 8 receives and
@@ -17,11 +19,14 @@ constexpr int kRdmaSlots = 32;
 // A message travels in at most this many writes (large messages, rails).
 constexpr int kRdmaMaxSegments = 16;
 
+// Where one posted receive is, on every rail of the connection: each rail
+// registers the buffer on its own domain, so keys (and, without
+// FI_MR_VIRT_ADDR, offsets) differ per rail.
 struct CtsEntry {
-  uint64_t address = 0;  // as the provider wants it (virtual address or offset)
-  uint64_t size = 0;     // posted size
-  uint64_t key = 0;
+  uint64_t size = 0;  // posted size
   int32_t tag = 0;
+  uint64_t address[kMaxRails] = {};  // as each rail's provider wants it (address or offset)
+  uint64_t key[kMaxRails] = {};
 };
 
 struct CtsMessage {
@@ -29,18 +34,22 @@ struct CtsMessage {
   uint32_t first_index = 0;  // cumulative index of the group's first message
   uint8_t slot = 0;          // receiver's request slot, named in immediates
   uint8_t count = 0;         // entries, 1..kRdmaMaxEntries
+  uint8_t rails = 1;         // rails of the connection, 1..kMaxRails
   CtsEntry entries[kRdmaMaxEntries];
 };
 constexpr size_t kCtsHeaderSize = 16;
-constexpr size_t kCtsEntrySize = 32;
-constexpr size_t kCtsMaxSize = kCtsHeaderSize + kRdmaMaxEntries * kCtsEntrySize;
+constexpr size_t cts_entry_size(int rails) {
+  return 16 + 16 * static_cast<size_t>(rails);
+}
+constexpr size_t kCtsMaxSize = kCtsHeaderSize + kRdmaMaxEntries * cts_entry_size(kMaxRails);
 
-size_t cts_size(int count);
-// Writes cts_size(cts.count) bytes.
+size_t cts_size(int count, int rails);
+// Writes cts_size(cts.count, cts.rails) bytes.
 void encode_cts(const CtsMessage& cts, uint8_t* out);
-// max_size: the largest posted size this side accepts (maxP2pBytes).
-bool decode_cts(const uint8_t* bytes, size_t size, uint64_t max_size, CtsMessage* cts,
-                std::string* error);
+// rails: the connection's rail count, which the message must match. Posted
+// sizes are not bounded here: a receive may be larger than any message, and
+// the sender never writes more than it sends.
+bool decode_cts(const uint8_t* bytes, size_t size, int rails, CtsMessage* cts, std::string* error);
 
 // Header in front of eager data. Two notices carry no data: a truncation
 // notice (the sender refused to write an oversized message) and a size

@@ -3,6 +3,8 @@
 #include <rdma/fi_errno.h>
 #include <rdma/fi_tagged.h>
 
+#include <cstring>
+
 #include "core/cuda/cuda_driver.h"
 #include "ofi/tag_layout.h"
 #include "weft/log.h"
@@ -27,16 +29,24 @@ ncclResult_t OfiRecvComm::post_ack(bool* posted) {
     if (endpoint().rdma() && !rdma_) {
       // Bounce buffers are posted before the sender learns it may use them.
       RdmaPeer rdma_peer{peer(), peer_name(), connector_id_, local_id_};
-      rdma_ = std::make_unique<RdmaRecvPath>(endpoint(), std::move(rdma_peer),
+      std::vector<Endpoint*> rails;
+      for (int r = 0; r < rail_count(); ++r) rails.push_back(&rail_endpoint(r));
+      rdma_ = std::make_unique<RdmaRecvPath>(std::move(rails), std::move(rdma_peer),
                                              endpoint().eager_size(), endpoint().eager_buffers());
       ncclResult_t result = rdma_->start();
       if (result != ncclSuccess) return result;
     }
     if (rdma_) {
       ack.protocol = Protocol::Rdma;
-      ack.write_target = rdma_->write_target();
       ack.eager_size = rdma_->eager_size();
       ack.needs_size_notices = rdma_->needs_size_notices();
+      ack.rails = static_cast<uint8_t>(rail_count());
+      for (int r = 0; r < rail_count(); ++r) {
+        ack.write_target[r] = rdma_->write_target(r);
+        if (r == 0) continue;
+        ack.address_size[r] = static_cast<uint8_t>(rail_endpoint(r).local_address_size());
+        std::memcpy(ack.address[r], rail_endpoint(r).local_address(), ack.address_size[r]);
+      }
     }
     encode_connect_ack(ack, control_.ack);
     ssize_t rc = endpoint().send(control_.ack, sizeof(control_.ack), control_descriptor(), peer(),

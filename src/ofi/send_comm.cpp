@@ -42,6 +42,7 @@ ncclResult_t OfiSendComm::step_connect(bool* connected) {
     ConnectRequest request;
     request.connector_comm_id = local_id_;
     request.protocol = endpoint().rdma() ? Protocol::Rdma : Protocol::Tagged;
+    request.rails = static_cast<uint8_t>(rail_count());
     request.address_size = static_cast<uint8_t>(endpoint().local_address_size());
     std::memcpy(request.address, endpoint().local_address(), request.address_size);
     encode_connect_request(request, control_.connect);
@@ -94,19 +95,38 @@ ncclResult_t OfiSendComm::step_connect(bool* connected) {
         protocol_name(own));
     return ncclInvalidUsage;
   }
+  if (ack.rails > rail_count()) {
+    WEFT_WARN("%s: connect to %s: the peer answers with %d rails, this side offered %d",
+              device_name().c_str(), peer_name().c_str(), ack.rails, rail_count());
+    return ncclRemoteError;
+  }
+  keep_rails(ack.rails);
+  for (int r = 1; r < rail_count(); ++r) {
+    fi_addr_t address = FI_ADDR_UNSPEC;
+    ncclResult_t result =
+        rail_endpoint(r).insert_address(ack.address[r], ack.address_size[r], &address);
+    if (result != ncclSuccess) return result;
+    set_rail_peer(r, address);
+  }
   remote_id_ = ack.recv_comm_id;
   if (own == Protocol::Rdma) {
     RdmaPeer rdma_peer{peer(), peer_name(), remote_id_, local_id_};
     size_t eager = std::min<size_t>(endpoint().eager_size(), ack.eager_size);
-    rdma_ = std::make_unique<RdmaSendPath>(endpoint(), std::move(rdma_peer), ack.write_target,
-                                           eager, endpoint().max_message(), ack.needs_size_notices);
+    std::vector<RdmaRail> rails;
+    for (int r = 0; r < rail_count(); ++r) {
+      rails.push_back({&rail_endpoint(r), rail_peer(r), ack.write_target[r]});
+    }
+    rdma_ = std::make_unique<RdmaSendPath>(std::move(rails), std::move(rdma_peer), eager,
+                                           endpoint().max_message(), ack.needs_size_notices,
+                                           min_stripe());
     ncclResult_t started = rdma_->start();
     if (started != ncclSuccess) return started;
   }
   connected_ = true;
   *connected = true;
-  WEFT_INFO(NCCL_INIT, "%s: connected to %s (send comm %u -> recv comm %u)", device_name().c_str(),
-            peer_name().c_str(), local_id_, remote_id_);
+  WEFT_INFO(NCCL_INIT, "%s: connected to %s (send comm %u -> recv comm %u, %d rail%s)",
+            device_name().c_str(), peer_name().c_str(), local_id_, remote_id_, rail_count(),
+            rail_count() > 1 ? "s" : "");
   return ncclSuccess;
 }
 
