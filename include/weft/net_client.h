@@ -33,6 +33,9 @@ struct NetDeviceInfo {
   int max_comms = 0;
   int max_recvs = 0;
   size_t max_p2p_bytes = 0;  // versions without it: INT32_MAX
+  std::vector<int> vdevs;    // vProps (v9+); empty before v9
+  int rail_id = -1;          // v12
+  int plane_id = -1;         // v12
 };
 
 class NetClient {
@@ -54,6 +57,8 @@ class NetClient {
   ncclResult_t finalize();  // v11+: finalize(ctx); older: no-op
   ncclResult_t devices(int* ndev);
   ncclResult_t properties(int dev, NetDeviceInfo* info);
+  // makeVDevice (v9+): ncclInvalidUsage on older versions or a NULL entry.
+  ncclResult_t make_vdevice(const std::vector<int>& devs, int* dev);
 
   ncclResult_t listen(int dev, void* handle, void** listen_comm);
   ncclResult_t connect(int dev, void* handle, void** send_comm);  // dev handle ptr passed non-NULL

@@ -396,8 +396,19 @@ void RdmaSendPath::recycle(Request* request) {
 
 ncclResult_t RdmaSendPath::report_failure(int error, size_t overflow_length, size_t posted_size,
                                           const char* text) {
-  return completion_failure("send", endpoint_, peer_.name, error, overflow_length, posted_size,
-                            text);
+  if (rails_.size() == 1) {
+    return completion_failure("send", endpoint_, peer_.name, error, overflow_length, posted_size,
+                              text);
+  }
+  // Which rail's write failed is not kept per request: name them all, and
+  // give every rail a fresh endpoint for later comms.
+  std::string operation = "send over rails";
+  for (const RdmaRail& rail : rails_) {
+    operation += " " + rail.endpoint->device_name();
+    if (error != FI_ECANCELED && error != kTruncated) rail.endpoint->mark_broken();
+  }
+  return completion_failure(operation.c_str(), endpoint_, peer_.name, error, overflow_length,
+                            posted_size, text);
 }
 
 bool RdmaSendPath::in_flight() {

@@ -177,21 +177,28 @@ ncclResult_t OfiRecvComm::iflush(int n, void** data, const int* sizes, void** mh
               device_name().c_str(), kMaxRequests, kMaxRequests);
     return ncclInternalError;
   }
-  req->start(&flush_owner_, 1, /*is_send=*/true);
-  req->set_posted_size(0, 0);
-  for (;;) {
-    ssize_t rc = endpoint().flush_read(target_data, target->registration(), req->op(0));
-    if (rc == 0) break;
-    if (rc != -FI_EAGAIN) {
-      flush_pool_.release(req);
-      WEFT_WARN("%s: the flush read of GPU buffer %p failed: %s", device_name().c_str(),
-                target_data, fi_strerror((int)-rc));
-      return ncclSystemError;
-    }
-    ncclResult_t result = endpoint().poll();
-    if (result != ncclSuccess) {
-      flush_pool_.release(req);
-      return result;
+  // Each rail's NIC wrote through its own PCIe path: read back through each.
+  const int rails = rail_count();
+  req->start(&flush_owner_, rails, /*is_send=*/true);
+  for (int r = 0; r < rails; ++r) req->set_posted_size(r, 0);
+  for (int r = 0; r < rails; ++r) {
+    const MemoryRegion* on_rail = region_on_rail(target, r);
+    for (;;) {
+      ssize_t rc = rail_endpoint(r).flush_read(target_data, on_rail->registration(), req->op(r));
+      if (rc == 0) break;
+      ncclResult_t result = rc == -FI_EAGAIN ? poll_rails() : ncclSystemError;
+      if (result == ncclSuccess) continue;
+      WEFT_WARN("%s: the flush read of GPU buffer %p failed: %s",
+                rail_endpoint(r).device_name().c_str(), target_data,
+                rc == -FI_EAGAIN ? "polling failed" : fi_strerror((int)-rc));
+      if (r == 0) {
+        flush_pool_.release(req);
+        return result;
+      }
+      req->on_error(static_cast<uint32_t>(r), FI_EIO, 0, "posting a flush read failed");
+      req->drop_unposted(rails - r - 1);
+      *request = req;
+      return ncclSuccess;
     }
   }
   *request = req;

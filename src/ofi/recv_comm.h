@@ -38,8 +38,8 @@ class OfiRecvComm final : public CommBase<RecvComm>, public CompletionTarget {
 
  private:
   using RecvRequest = OfiRequest<kMaxRecvs>;
-  // A flush read; NCCL flushes at most once per receive.
-  using FlushRequest = OfiRequest<1>;
+  // A flush read per rail; NCCL flushes at most once per receive.
+  using FlushRequest = OfiRequest<kMaxRails>;
 
   // A grouped receive the provider has only partly accepted (EAGAIN): the
   // rest is posted by later progress, and no newer receive may overtake it.

@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <tuple>
 #include <type_traits>
 
 namespace weft {
@@ -225,6 +226,14 @@ ncclResult_t NetClient::finalize() {
   });
 }
 
+// The parameter types of a function pointer.
+template <typename F>
+struct FunctionArgs;
+template <typename R, typename... A>
+struct FunctionArgs<R (*)(A...)> {
+  using type = std::tuple<A...>;
+};
+
 ncclResult_t NetClient::devices(int* ndev) {
   return visit(version_, table_, [&](auto* t) { return t->devices(ndev); });
 }
@@ -252,9 +261,38 @@ ncclResult_t NetClient::properties(int dev, NetDeviceInfo* info) {
       if constexpr (requires { props.regIsGlobal; }) info->reg_is_global = props.regIsGlobal;
       if constexpr (requires { props.forceFlush; }) info->force_flush = props.forceFlush;
       if constexpr (requires { props.maxP2pBytes; }) info->max_p2p_bytes = props.maxP2pBytes;
+      if constexpr (requires { props.vProps; }) {
+        for (int i = 0; i < props.vProps.ndevs && i < 8; ++i) {
+          info->vdevs.push_back(props.vProps.devs[i]);
+        }
+      }
+      if constexpr (requires { props.railId; }) {
+        info->rail_id = props.railId;
+        info->plane_id = props.planeId;
+      }
       return ncclSuccess;
     };
     return call(t->getProperties);
+  });
+}
+
+ncclResult_t NetClient::make_vdevice(const std::vector<int>& devs, int* dev) {
+  return visit(version_, table_, [&](auto* t) -> ncclResult_t {
+    using T = std::remove_cvref_t<decltype(*t)>;
+    if constexpr (abi_of<T> >= 9) {
+      if (t->makeVDevice == nullptr) return ncclInvalidUsage;
+      using Props = std::remove_pointer_t<
+          std::tuple_element_t<1, typename FunctionArgs<decltype(t->makeVDevice)>::type>>;
+      Props props;
+      memset(&props, 0, sizeof(props));
+      constexpr size_t kMax = sizeof(props.devs) / sizeof(props.devs[0]);
+      if (devs.size() > kMax) return ncclInvalidArgument;
+      props.ndevs = static_cast<int>(devs.size());
+      for (size_t i = 0; i < devs.size(); ++i) props.devs[i] = devs[i];
+      return t->makeVDevice(dev, &props);
+    } else {
+      return ncclInvalidUsage;
+    }
   });
 }
 
