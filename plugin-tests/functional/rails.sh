@@ -1,16 +1,16 @@
 #!/bin/bash
 # Multi-rail over software rails: two network namespaces joined by two veth
-# pairs (rail 0 and rail 1), one rank in each, weft over libfabric tcp on
-# both veths with the rdma protocol. Three runs (rails_rank.cpp):
+# pairs (one rail each), one rank in each, weft over libfabric tcp on both
+# veths with the rdma protocol. Runs (rails_rank.cpp):
 #   grouped  WEFT_RAIL_GROUPING=all: device 0 spans both rails; afterwards
-#            rail 1's counters must show it carried a share of the bytes
+#            the second pair's counters must show it carried about half
 #   vdevice  WEFT_RAIL_GROUPING=off: the ranks merge the two with makeVDevice
+#            (completions shuffled too: WEFT_OFI_TEST_REORDER=16)
 #   fail     one veth pair is cut mid-run (iptables answers its TCP with
-#            resets): the sender's
-#            striped message must fail, nothing may hang. Run twice, cutting
-#            each pair (the ranks' own bootstrap connection then runs over
-#            the other): one carries weft's rail 0 (control and eager
-#            messages too), the other only data writes.
+#            resets): the sender's striped message must fail, nothing may
+#            hang. Run twice, cutting each pair (the ranks' own bootstrap
+#            connection then runs over the other): one carries weft's rail 0
+#            (control and eager messages too), the other only data writes.
 # Everything this script creates is removed on exit, failure included.
 #   rails.sh <path to weft-rails-rank>
 # Exit 0 passed, 1 failed, 77 skipped (namespaces cannot be created here).
@@ -61,6 +61,7 @@ run() {
   local mode=$1 grouping=$2 cut=${3:-} bootstrap=${4:-$ADDR_A0}
   rm -f "$FLAGS/break" "$FLAGS/broken"
   local common=(WEFT_OFI_PROVIDER=tcp WEFT_OFI_PROTOCOL=rdma WEFT_RAIL_GROUPING=$grouping
+                WEFT_OFI_TEST_REORDER=${reorder:-0}
                 WEFT_MIN_STRIPE_SIZE=65536 WEFT_CLOSE_TIMEOUT_MS=2000)
   ip netns exec "$NS_A" env "${common[@]}" WEFT_OFI_DOMAIN="$A0,$A1" \
     "$RANK" --server "$bootstrap" $PORT "$mode" "$FLAGS" &
@@ -94,7 +95,7 @@ echo "grouped: $B1 sent $carried bytes"
 if [ $failed -eq 0 ] && { [ "$carried" -lt $((40 << 20)) ] || [ "$carried" -gt $((80 << 20)) ]; }; then
   echo "FAIL: $B1 carried $carried bytes of ~112 MiB: messages were not striped"; failed=1
 fi
-run vdevice off || failed=1
+reorder=16 run vdevice off || failed=1  # completions shuffled too
 run fail all "$A0" "$ADDR_A1" || failed=1
 run fail all "$A1" "$ADDR_A0" || failed=1
 if [ $failed -eq 0 ]; then echo PASSED; exit 0; fi
