@@ -3,7 +3,9 @@
 // to 8 (NCCL's largest group) on every device, and a positive speed even on
 // virtual interfaces (0 would make NCCL assume 10 Gbps).
 #include <catch2/catch.hpp>
+#include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <string>
 
 #include "net_ops.h"
@@ -35,16 +37,46 @@ TEST_CASE("weft's properties: name 'weft', maxRecvs >= 8, speed > 0", "[weft]") 
 }
 
 TEST_CASE("WEFT_DEFAULT_SPEED_MBPS sets the speed of devices without a link speed", "[weft]") {
-  // lo and veth have no link speed in sysfs; the tests run on those.
-  setenv("WEFT_DEFAULT_SPEED_MBPS", "12345", 1);
+  // weft reports the netdev's sysfs speed, else the provider's link speed,
+  // else the default: lo and veth (tcp) have neither, rxe reports its own.
+  // So read the speed under two defaults: a device without a speed follows
+  // each, one with its own speed reports that same speed under both.
   auto r = run_one([&](Rank&) {
-    auto c = open_plugin(12);
-    NetDeviceInfo info;
-    FT_OK(c->properties(test_device(*c), &info));
-    FT_REQUIRE(info.speed_mbps == 12345,
-               "device '" << info.name << "': speed " << info.speed_mbps << ", expected 12345");
+    auto speed_with = [](const char* mbps, std::string* name) {
+      setenv("WEFT_DEFAULT_SPEED_MBPS", mbps, 1);
+      auto c = open_plugin(12);
+      NetDeviceInfo info;
+      FT_OK(c->properties(test_device(*c), &info));
+      FT_OK(c->finalize());
+      unsetenv("WEFT_DEFAULT_SPEED_MBPS");
+      *name = info.name;
+      return info.speed_mbps;
+    };
+    std::string name;
+    const int a = speed_with("12345", &name);
+    const int b = speed_with("23456", &name);
+    const bool defaulted = a == 12345 && b == 23456;
+    const bool own = a == b && a > 0;
+    FT_REQUIRE(defaulted || own, "device '" << name << "': speed " << a
+                                            << " with the default 12345, " << b
+                                            << " with 23456: neither the default nor its own");
+    // A netdev without a speed in sysfs (lo, veth) must get the default.
+    const std::string netdev = name.substr(0, name.find(':'));
+    std::ifstream sysfs_speed("/sys/class/net/" + netdev + "/speed");
+    int sysfs_mbps = 0;
+    const bool netdev_without_speed =
+        std::ifstream("/sys/class/net/" + netdev + "/ifindex").good() &&
+        !(sysfs_speed >> sysfs_mbps && sysfs_mbps > 0);
+    if (netdev_without_speed) {
+      FT_REQUIRE(defaulted, "netdev '" << netdev << "' has no link speed, yet weft reported " << a
+                                       << " with the default 12345");
+    }
+    if (!defaulted) {
+      std::fprintf(stderr,
+                   "device '%s' reports its own speed, %d Mbps: the default does not apply\n",
+                   name.c_str(), a);
+    }
   });
-  unsetenv("WEFT_DEFAULT_SPEED_MBPS");
   REQUIRE_RANKS(r);
 }
 
