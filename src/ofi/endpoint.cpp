@@ -27,6 +27,38 @@ ncclResult_t fail(const std::string& device, const char* call, int rc) {
   return ncclSystemError;
 }
 
+// libfabric's rxm (1.17 and 2.6) closes a connection by closing its verbs
+// endpoint first and then handling what is left in its internal completion
+// queue (rxm_close_conn: fi_close(msg_ep), then rxm_flush_msg_cq). A message
+// that arrived but was never progressed is handled there as usual: rxm posts
+// a fresh receive buffer in its place on the endpoint it just closed
+// (rxm_handle_recv_comp -> rxm_replace_rx_buf -> rxm_post_recv), a use
+// after free that crashes fi_close(ep). Reading our completion queue drives
+// rxm's progress, which handles those messages while every connection is
+// still open. Completions read here are dropped: the comms they belonged
+// to are gone. Bounded, so a peer that keeps sending cannot hold us here.
+void drain_before_close(fid_cq* cq) {
+  constexpr int kQuietReads = 64;  // rxm handles up to 32 of its own per read
+  constexpr auto kLimit = std::chrono::milliseconds(200);
+  auto deadline = std::chrono::steady_clock::now() + kLimit;
+  fi_cq_tagged_entry entries[kMaxBatch];
+  int quiet = 0;
+  while (quiet < kQuietReads && std::chrono::steady_clock::now() < deadline) {
+    ssize_t count = fi_cq_read(cq, entries, kMaxBatch);
+    if (count == -FI_EAVAIL) {
+      fi_cq_err_entry error{};
+      count = fi_cq_readerr(cq, &error, 0);
+    }
+    if (count == -FI_EAGAIN) {
+      ++quiet;
+    } else if (count > 0) {
+      quiet = 0;
+    } else {
+      return;  // the queue is broken: nothing more to progress
+    }
+  }
+}
+
 }  // namespace
 
 ncclResult_t Endpoint::open(const fi_info* info, const std::string& device_name,
@@ -134,6 +166,7 @@ Endpoint::~Endpoint() {
                 (unsigned long long)stats.uncached, (unsigned long long)stats.live);
     }
   }
+  if (ep_ && cq_) drain_before_close(cq_.get());
   // Close the endpoint first: after that no completion can reach an orphan.
   ep_.reset();
   orphans_.clear();
