@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 
@@ -25,6 +26,41 @@ constexpr int kMaxBatch = 256;
 ncclResult_t fail(const std::string& device, const char* call, int rc) {
   WEFT_WARN("%s: %s failed: %s (%d)", device.c_str(), call, fi_strerror(-rc), rc);
   return ncclSystemError;
+}
+
+size_t size_from_env(const char* name, size_t fallback) {
+  const char* text = std::getenv(name);
+  if (text == nullptr || *text == 0) return fallback;
+  char* end = nullptr;
+  unsigned long long value = std::strtoull(text, &end, 0);
+  return end != text && *end == 0 ? static_cast<size_t>(value) : fallback;
+}
+
+// fi_enable's EINVAL on verbs;ofi_rxm says nothing about why. The usual
+// cause: rxm opens one verbs completion queue per endpoint sized from its
+// own settings, whatever weft asks for its queue, and the device allows
+// fewer entries (ibv_devinfo -v: max_cqe; Soft-RoCE 32767, real NICs
+// millions). Name the numbers and the variables that change them.
+void explain_enable_failure(const std::string& device, const fi_info* info, int rc) {
+  const char* provider = info->fabric_attr->prov_name;
+  if (rc != -FI_EINVAL || provider == nullptr || std::strstr(provider, "verbs") == nullptr ||
+      std::strstr(provider, "ofi_rxm") == nullptr) {
+    return;
+  }
+  // rxm's defaults (1.17 and 2.6): 128 entries per connection each way;
+  // FI_UNIVERSE_SIZE 256 on libfabric 1.x, 1024 on 2.x.
+  size_t universe = size_from_env("FI_UNIVERSE_SIZE", FI_MAJOR(fi_version()) >= 2 ? 1024 : 256);
+  size_t tx = size_from_env("FI_OFI_RXM_MSG_TX_SIZE", 128);
+  size_t rx = size_from_env("FI_OFI_RXM_MSG_RX_SIZE", 128);
+  if (universe == 0 || tx + rx == 0) return;
+  WEFT_WARN(
+      "%s: rxm sizes its verbs completion queue as (FI_OFI_RXM_MSG_TX_SIZE + "
+      "FI_OFI_RXM_MSG_RX_SIZE) x FI_UNIVERSE_SIZE = (%zu + %zu) x %zu = %zu entries, whatever "
+      "weft asks for; fi_enable fails with EINVAL when that exceeds the device's max_cqe "
+      "(ibv_devinfo -v; Soft-RoCE allows 32767). Fix: set FI_UNIVERSE_SIZE to at most max_cqe / "
+      "%zu (FI_UNIVERSE_SIZE=%zu for 32767), or lower "
+      "FI_OFI_RXM_MSG_TX_SIZE/FI_OFI_RXM_MSG_RX_SIZE",
+      device.c_str(), tx, rx, universe, (tx + rx) * universe, tx + rx, 32767 / (tx + rx));
 }
 
 // libfabric's rxm (1.17 and 2.6) closes a connection by closing its verbs
@@ -119,7 +155,15 @@ ncclResult_t Endpoint::open(const fi_info* info, const std::string& device_name,
   cq_attr.wait_obj = FI_WAIT_NONE;
   fid_cq* cq = nullptr;
   rc = fi_cq_open(domain, &cq_attr, &cq, nullptr);
-  if (rc != 0) return fail(device_name, "fi_cq_open", rc);
+  if (rc != 0) {
+    ncclResult_t result = fail(device_name, "fi_cq_open", rc);
+    if (rc == -FI_EINVAL) {
+      WEFT_WARN(
+          "%s: the provider refused a completion queue of %zu entries: lower WEFT_OFI_CQ_SIZE",
+          device_name.c_str(), cq_attr.size);
+    }
+    return result;
+  }
   endpoint->cq_.reset(cq);
 
   fid_ep* ep = nullptr;
@@ -132,7 +176,11 @@ ncclResult_t Endpoint::open(const fi_info* info, const std::string& device_name,
   rc = fi_ep_bind(ep, &cq->fid, FI_TRANSMIT | FI_RECV);
   if (rc != 0) return fail(device_name, "fi_ep_bind(cq)", rc);
   rc = fi_enable(ep);
-  if (rc != 0) return fail(device_name, "fi_enable", rc);
+  if (rc != 0) {
+    ncclResult_t result = fail(device_name, "fi_enable", rc);
+    explain_enable_failure(device_name, info, rc);
+    return result;
+  }
 
   size_t address_size = sizeof(endpoint->local_address_);
   rc = fi_getname(&ep->fid, endpoint->local_address_, &address_size);
