@@ -59,7 +59,7 @@ rx_bytes() { ip netns exec "$NS_B" cat "/sys/class/net/$1/statistics/tx_bytes"; 
 # returns non-zero on failure.
 run() {
   local mode=$1 grouping=$2 cut=${3:-} bootstrap=${4:-$ADDR_A0}
-  rm -f "$FLAGS/break" "$FLAGS/broken"
+  rm -f "$FLAGS/break" "$FLAGS/broken" "$FLAGS/cut"
   local common=(WEFT_OFI_PROVIDER=tcp WEFT_OFI_PROTOCOL=rdma WEFT_RAIL_GROUPING=$grouping
                 WEFT_OFI_TEST_REORDER=${reorder:-0}
                 WEFT_MIN_STRIPE_SIZE=65536 WEFT_CLOSE_TIMEOUT_MS=2000)
@@ -76,6 +76,7 @@ run() {
     ip netns exec "$NS_A" iptables -A INPUT -i "$cut" -p tcp \
       -j REJECT --reject-with tcp-reset || { echo "FAIL: iptables rule"; return 1; }
     echo "veth $cut cut"
+    echo "$cut" >"$FLAGS/cut"
     touch "$FLAGS/broken"
   fi
   wait "${pids[0]}"; local rc_a=$?

@@ -36,6 +36,8 @@ constexpr int kVersion = 12;
 std::string mode;
 std::string flag_dir;
 
+std::string device_name;  // of the device under test
+
 // The device under test: a two-rail one, made here in vdevice mode.
 int rail_device(NetClient& c) {
   int ndev = 0;
@@ -63,6 +65,7 @@ int rail_device(NetClient& c) {
              "device " << dev << " '" << info.name << "' does not span two rails");
   std::fprintf(stderr, "%s: device %d '%s', %d Mbps\n", mode.c_str(), dev, info.name.c_str(),
                info.speed_mbps);
+  device_name = info.name;
   return dev;
 }
 
@@ -73,6 +76,18 @@ void wait_flag(const std::string& name) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   FT_REQUIRE(access(path.c_str(), F_OK) == 0, "the script never created " << path);
+}
+
+std::string read_flag(const std::string& name) {
+  std::string path = flag_dir + "/" + name;
+  FILE* f = std::fopen(path.c_str(), "r");
+  FT_REQUIRE(f != nullptr, "cannot read " << path);
+  char line[64] = {};
+  if (std::fgets(line, sizeof(line), f) == nullptr) line[0] = 0;
+  std::fclose(f);
+  std::string text = line;
+  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
+  return text;
 }
 
 void touch_flag(const std::string& name) {
@@ -118,14 +133,29 @@ void run_server(Channel& ch) {
       ch.sync("break");  // the client asks the script to cut rail 1
       void* req = post_irecv1(*c, rc, buf.data(), cap, 0, mr.get());
       ch.send_u64(99);
-      // Half the message never arrives: the receive must not complete; what
-      // matters is that the sender fails and closing here does not hang.
-      std::this_thread::sleep_for(std::chrono::seconds(2));
+      // Part of the message never arrives. When the cut pair carried only
+      // data writes, the sender's abort notice (over rail 0) must fail the
+      // receive; when it carried rail 0 the notice is lost too and the
+      // receive may stay pending. Either way closing must not hang.
+      std::string cut = read_flag("cut");
+      std::string rail0 = device_name.substr(0, device_name.find('+'));
+      bool notice_expected = cut != rail0;
       ncclResult_t res = ncclSuccess;
       int sizes[8] = {};
-      bool finished = poll_once(*c, req, &res, sizes);
+      bool finished = false;
+      auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+      while (!finished && (notice_expected || std::chrono::steady_clock::now() <
+                                                  deadline - std::chrono::seconds(28))) {
+        finished = poll_once(*c, req, &res, sizes);
+        FT_REQUIRE(
+            std::chrono::steady_clock::now() < deadline,
+            "the receive did not fail within 30 s although rail 0 (" << rail0 << ") was not cut");
+      }
       FT_REQUIRE(!finished || res != ncclSuccess,
                  "a receive completed although a rail was cut before its message");
+      std::fprintf(stderr, "rails server: %s cut, rail 0 is %s: the receive %s\n", cut.c_str(),
+                   rail0.c_str(),
+                   finished ? ("failed with " + std::to_string(res)).c_str() : "is still pending");
       ch.sync("sender failed");
     } else {
       ch.sync("done");

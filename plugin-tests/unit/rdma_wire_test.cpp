@@ -157,6 +157,20 @@ TEST_CASE("eager headers: data, truncation and size notices", "[unit][rdma_wire]
   bytes[5] = 0x80;
   CHECK_FALSE(decode_eager_header(bytes, kEagerHeaderSize, 8192, &out, &error));
   CHECK_THAT(error, Catch::Contains("unknown flags"));
+  bytes[5] = 0x05;  // two notices at once
+  CHECK_FALSE(decode_eager_header(bytes, kEagerHeaderSize, 8192, &out, &error));
+  CHECK_THAT(error, Catch::Contains("unknown flags"));
+
+  EagerHeader abort;
+  abort.index = 12;
+  abort.aborted = true;
+  encode_eager_header(abort, bytes);
+  REQUIRE(decode_eager_header(bytes, kEagerHeaderSize, 8192, &out, &error));
+  CHECK(out.aborted);
+  CHECK_FALSE(out.size_notice);
+  CHECK(out.index == 12);
+  CHECK_FALSE(decode_eager_header(bytes, kEagerHeaderSize + 4, 8192, &out, &error));
+  CHECK_THAT(error, Catch::Contains("abort notice carries data"));
 }
 
 TEST_CASE("write immediates round trip and reject what cannot be", "[unit][rdma_wire]") {

@@ -203,6 +203,12 @@ bool RdmaRecvPath::place_eager(int index, ncclResult_t* result) {
     *result = ncclRemoteError;
     return false;
   }
+  if (header.aborted) {
+    fail("the sender's write of message #" + std::to_string(header.index) +
+         " failed (a rail or the connection went down on its side)");
+    *result = ncclRemoteError;
+    return true;
+  }
   if (header.size_notice) {
     {
       std::lock_guard<std::mutex> lock(state_mutex_);

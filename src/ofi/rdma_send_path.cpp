@@ -27,6 +27,8 @@ RdmaSendPath::RdmaSendPath(std::vector<RdmaRail> rails, RdmaPeer peer, size_t ea
     cts_[i].op.target = this;
     cts_[i].op.slot = static_cast<uint32_t>(i);
   }
+  abort_op_.target = this;
+  abort_op_.slot = kAbortSlot;
 }
 
 RdmaSendPath::~RdmaSendPath() {
@@ -380,11 +382,19 @@ ncclResult_t RdmaSendPath::post(void* data, size_t size, int tag, void* mhandle,
 }
 
 void RdmaSendPath::on_complete(uint32_t slot, size_t length, const uint64_t*) {
+  if (slot == kAbortSlot) {
+    abort_done_.store(true, std::memory_order_release);
+    return;
+  }
   cts_[slot].length = length;
   cts_[slot].state.store(kArrived, std::memory_order_release);
 }
 
 void RdmaSendPath::on_error(uint32_t slot, int error, size_t, const char* text) {
+  if (slot == kAbortSlot) {
+    abort_done_.store(true, std::memory_order_release);
+    return;
+  }
   cts_[slot].state.store(kIdle, std::memory_order_release);
   if (error == FI_ECANCELED) return;  // closing
   fail(std::string("a clear-to-send receive failed: ") + fi_strerror(error) + " (" + text + ")");
@@ -394,8 +404,24 @@ void RdmaSendPath::recycle(Request* request) {
   pool_.release(static_cast<SendRequest*>(request));
 }
 
+void RdmaSendPath::send_abort_notice() {
+  if (abort_posted_ || closing_) return;
+  abort_posted_ = true;
+  EagerHeader notice;
+  notice.index = next_index_;
+  notice.aborted = true;
+  uint8_t* bytes = headers_[kPoolSize];
+  encode_eager_header(notice, bytes);
+  ssize_t rc = endpoint_.send_with_header(bytes, kEagerHeaderSize, descriptor_of(header_region_),
+                                          nullptr, 0, nullptr, peer_.address,
+                                          eager_tag(peer_.remote_comm_id), &abort_op_);
+  if (rc != 0) abort_done_.store(true, std::memory_order_release);  // nothing in flight
+}
+
 ncclResult_t RdmaSendPath::report_failure(int error, size_t overflow_length, size_t posted_size,
                                           const char* text) {
+  // A cancellation reaching test() is the provider dropping the connection.
+  if (error != kTruncated) send_abort_notice();
   if (rails_.size() == 1) {
     return completion_failure("send", endpoint_, peer_.name, error, overflow_length, posted_size,
                               text);
@@ -412,6 +438,7 @@ ncclResult_t RdmaSendPath::report_failure(int error, size_t overflow_length, siz
 }
 
 bool RdmaSendPath::in_flight() {
+  if (abort_posted_ && !abort_done_.load(std::memory_order_acquire)) return true;
   for (auto& buffer : cts_) {
     if (buffer.state.load(std::memory_order_acquire) == kPosted) return true;
   }

@@ -94,6 +94,9 @@ class RdmaSendPath final : public RequestOwner, public CompletionTarget {
   ncclResult_t write_message(Group& group, int entry, void* data, size_t size, void* mhandle,
                              Request** request);
   void fail(const std::string& problem);
+  // Tells the receiver, best effort, that a write failed: its pending
+  // receives fail instead of waiting for data that will not come.
+  void send_abort_notice();
   ncclResult_t poll_rails();
   int index_of(const SendRequest* request) { return static_cast<int>(request - pool_.at(0)); }
 
@@ -121,7 +124,12 @@ class RdmaSendPath final : public RequestOwner, public CompletionTarget {
   // a slot of its receive queue (shm has 1024 per endpoint).
   static constexpr int kCtsBuffers = 8;
   CtsBuffer cts_[kCtsBuffers];
-  uint8_t headers_[kPoolSize][kEagerHeaderSize] = {};
+  // Row kPoolSize: the abort notice.
+  uint8_t headers_[kPoolSize + 1][kEagerHeaderSize] = {};
+  static constexpr uint32_t kAbortSlot = 0xffff;
+  OpContext abort_op_;
+  bool abort_posted_ = false;
+  std::atomic<bool> abort_done_{false};
   void* cts_region_ = nullptr;
   void* header_region_ = nullptr;
   std::atomic<int> fatal_{0};

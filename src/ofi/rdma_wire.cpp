@@ -10,6 +10,7 @@ constexpr uint32_t kEagerMagic = 0x45544657;  // "WFTE"
 constexpr uint8_t kRdmaWireVersion = 2;
 constexpr uint8_t kEagerTruncated = 1;
 constexpr uint8_t kEagerSizeNotice = 2;
+constexpr uint8_t kEagerAborted = 4;
 
 template <typename T>
 void put(uint8_t* out, T value) {
@@ -111,7 +112,8 @@ void encode_eager_header(const EagerHeader& header, uint8_t* out) {
   put<uint32_t>(out, kEagerMagic);
   out[4] = kRdmaWireVersion;
   out[5] = static_cast<uint8_t>((header.truncated ? kEagerTruncated : 0) |
-                                (header.size_notice ? kEagerSizeNotice : 0));
+                                (header.size_notice ? kEagerSizeNotice : 0) |
+                                (header.aborted ? kEagerAborted : 0));
   put<uint32_t>(out + 8, header.index);
   put<int32_t>(out + 12, header.tag);
   put<uint64_t>(out + 16, header.size);
@@ -127,14 +129,17 @@ bool decode_eager_header(const uint8_t* bytes, size_t length, uint64_t max_data,
     *error = "eager message has a bad magic or wire version";
     return false;
   }
-  if ((bytes[5] & ~(kEagerTruncated | kEagerSizeNotice)) != 0 ||
-      bytes[5] == (kEagerTruncated | kEagerSizeNotice) || bytes[6] != 0 || bytes[7] != 0) {
+  const uint8_t flags = bytes[5];
+  // At most one flag: a message is data, or one kind of notice.
+  if ((flags & ~(kEagerTruncated | kEagerSizeNotice | kEagerAborted)) != 0 ||
+      (flags & (flags - 1)) != 0 || bytes[6] != 0 || bytes[7] != 0) {
     *error = "eager message has unknown flags or non-zero reserved bytes";
     return false;
   }
   EagerHeader decoded;
   decoded.truncated = (bytes[5] & kEagerTruncated) != 0;
   decoded.size_notice = (bytes[5] & kEagerSizeNotice) != 0;
+  decoded.aborted = (bytes[5] & kEagerAborted) != 0;
   decoded.index = get<uint32_t>(bytes + 8);
   decoded.tag = get<int32_t>(bytes + 12);
   decoded.size = get<uint64_t>(bytes + 16);
@@ -143,7 +148,11 @@ bool decode_eager_header(const uint8_t* bytes, size_t length, uint64_t max_data,
     *error = "size notice carries data or names entry " + std::to_string(decoded.tag);
     return false;
   }
-  if (decoded.size_notice) {
+  if (decoded.aborted && data != 0) {
+    *error = "abort notice carries data";
+    return false;
+  }
+  if (decoded.size_notice || decoded.aborted) {
     *header = decoded;
     return true;
   }

@@ -51,16 +51,19 @@ void encode_cts(const CtsMessage& cts, uint8_t* out);
 // the sender never writes more than it sends.
 bool decode_cts(const uint8_t* bytes, size_t size, int rails, CtsMessage* cts, std::string* error);
 
-// Header in front of eager data. Two notices carry no data: a truncation
-// notice (the sender refused to write an oversized message) and a size
-// notice (the size of a written message, for providers whose write
-// completions do not report a length; `tag` then names the entry).
+// Header in front of eager data. Three notices carry no data: a truncation
+// notice (the sender refused to write an oversized message), a size notice
+// (the size of a written message, for providers whose write completions do
+// not report a length; `tag` then names the entry) and an abort notice (a
+// write of the sender's failed, e.g. on a rail that went down: nothing
+// more will arrive on this connection).
 struct EagerHeader {
   uint32_t index = 0;  // sender's cumulative message index
   int32_t tag = 0;
   uint64_t size = 0;  // the sender's message size
   bool truncated = false;
   bool size_notice = false;
+  bool aborted = false;
 };
 constexpr size_t kEagerHeaderSize = 24;
 void encode_eager_header(const EagerHeader& header, uint8_t* out);
