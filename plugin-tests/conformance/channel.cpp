@@ -121,4 +121,12 @@ int tcp_connect_retry(const std::string& addr, int port) {
   }
 }
 
+int tcp_rank_socket(bool server, const std::string& addr, int port) {
+  if (!server) return tcp_connect_retry(addr, port);
+  int lfd = tcp_listen(addr, port);
+  int fd = tcp_accept(lfd);
+  ::close(lfd);
+  return fd;
+}
+
 }  // namespace weft::ft

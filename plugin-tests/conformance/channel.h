@@ -41,5 +41,8 @@ class Channel {
 int tcp_listen(const std::string& addr, int port);
 int tcp_accept(int lfd);
 int tcp_connect_retry(const std::string& addr, int port);
+// The socket between two rank processes: the server listens on addr:port
+// and accepts one peer, the client connects to it.
+int tcp_rank_socket(bool server, const std::string& addr, int port);
 
 }  // namespace weft::ft

@@ -84,15 +84,7 @@ int main(int argc, char** argv) {
   set_rank_label(server ? "netns server" : "netns client");
   start_deadline();
   try {
-    int fd;
-    if (server) {
-      int lfd = tcp_listen(addr, port);
-      fd = tcp_accept(lfd);
-      ::close(lfd);
-    } else {
-      fd = tcp_connect_retry(addr, port);
-    }
-    Channel ch(fd);
+    Channel ch(tcp_rank_socket(server, addr, port));
     for (int v = 6; v <= 12; ++v) {
       if (server)
         run_server(ch, v);

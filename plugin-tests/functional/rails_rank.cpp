@@ -236,15 +236,7 @@ int main(int argc, char** argv) {
   set_rank_label(server ? "rails server" : "rails client");
   start_deadline();
   try {
-    int fd;
-    if (server) {
-      int lfd = tcp_listen(addr, port);
-      fd = tcp_accept(lfd);
-      ::close(lfd);
-    } else {
-      fd = tcp_connect_retry(addr, port);
-    }
-    Channel ch(fd);
+    Channel ch(tcp_rank_socket(server, addr, port));
     if (server)
       run_server(ch);
     else
