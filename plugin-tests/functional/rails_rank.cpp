@@ -54,6 +54,16 @@ int rail_device(NetClient& c) {
     NetDeviceInfo info;
     FT_OK(c.properties(dev, &info));
     FT_REQUIRE(info.vdevs == std::vector<int>({0, 1}), "vProps of the merged device");
+    FT_REQUIRE(info.plane_id == -1, "a merged device reports planeId " << info.plane_id);
+    for (int nic = 0; nic < 2; ++nic) {
+      NetDeviceInfo single;
+      FT_OK(c.properties(nic, &single));
+      // Ungrouped NICs: each its own group (railId) and plane 0 of it.
+      FT_REQUIRE(
+          single.vdevs == std::vector<int>({nic}) && single.rail_id == nic && single.plane_id == 0,
+          "device " << nic << ": vProps/railId/planeId " << single.vdevs.size() << "/"
+                    << single.rail_id << "/" << single.plane_id);
+    }
     // A merged device cannot be merged with one of its own NICs again.
     int again = -1;
     FT_REQUIRE(c.make_vdevice({0, dev}, &again) == ncclInvalidArgument,
@@ -61,6 +71,12 @@ int rail_device(NetClient& c) {
   }
   NetDeviceInfo info;
   FT_OK(c.properties(dev, &info));
+  if (mode != "vdevice") {
+    // Grouped by weft: one device of two planes, reported as itself.
+    FT_REQUIRE(info.vdevs == std::vector<int>({dev}) && info.rail_id == 0 && info.plane_id == -1,
+               "grouped device: vProps/railId/planeId " << info.vdevs.size() << "/" << info.rail_id
+                                                        << "/" << info.plane_id);
+  }
   FT_REQUIRE(info.name.find('+') != std::string::npos,
              "device " << dev << " '" << info.name << "' does not span two rails");
   std::fprintf(stderr, "%s: device %d '%s', %d Mbps\n", mode.c_str(), dev, info.name.c_str(),
