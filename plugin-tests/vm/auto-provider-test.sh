@@ -21,12 +21,13 @@ if [[ $rc -ne 0 ]]; then
   echo "FAIL: weft-conformance [props] in auto mode exited with $rc"
   exit 1
 fi
-devices=$(grep -E 'NET/weft device [0-9]+: .*\(provider ' "$log" | sort -u)
+# One line per NIC (rail): "NIC 0: rxe0 (provider verbs;ofi_rxm, ...)".
+devices=$(grep -E 'NET/weft NIC [0-9]+: .*\(provider ' "$log" | sed 's/.*NET\/weft //' | sort -u)
 if [[ -z $devices ]]; then
-  echo "FAIL: weft's INFO log names no device (expected 'device 0: ... (provider verbs...')"
+  echo "FAIL: weft's INFO log names no NIC (expected 'NIC 0: ... (provider verbs...')"
   exit 1
 fi
-echo "devices weft chose in auto mode:"
+echo "NICs weft chose in auto mode:"
 echo "$devices"
 if grep -vq '(provider verbs' <<<"$devices"; then
   echo "FAIL: auto mode chose a provider other than verbs"
