@@ -7,6 +7,7 @@
 
 #include "verbs/gid_select.h"
 #include "verbs/hca_filter.h"
+#include "verbs/ibverbs_api.h"
 
 using namespace weft::verbs;
 
@@ -130,4 +131,25 @@ TEST_CASE("InfiniBand ports use their first GID; bad ranges are refused", "[unit
   REQUIRE(parse_subnet("fd00::/64", &subnet, &error));
   CHECK_FALSE(subnet.ipv4);
   CHECK(subnet.prefix == 64);
+}
+
+TEST_CASE("libibverbs is loaded at run time, with a reason when it cannot be", "[unit][verbs]") {
+  std::string reason;
+  CHECK(Ibverbs::load("/nonexistent/libibverbs.so.1", &reason) == nullptr);
+  CHECK_THAT(reason, Catch::Contains("cannot load /nonexistent/libibverbs.so.1"));
+  CHECK_THAT(reason, Catch::Contains("WEFT_IBVERBS_LIB"));
+  // A library that is not libibverbs: every missing symbol named.
+  reason.clear();
+  CHECK(Ibverbs::load("libc.so.6", &reason) == nullptr);
+  CHECK_THAT(reason, Catch::Contains("lacks ibv_get_device_list"));
+  // rdma-core's own (a build dependency): every required call resolves and
+  // listing devices works even where there are none.
+  reason.clear();
+  auto ibverbs = Ibverbs::load("libibverbs.so.1", &reason);
+  REQUIRE(ibverbs != nullptr);
+  CHECK(ibverbs->api().reg_mr_iova2 != nullptr);  // rdma-core >= 29
+  int count = -1;
+  ibv_device** list = ibverbs->api().get_device_list(&count);
+  CHECK(count >= 0);
+  if (list != nullptr) ibverbs->api().free_device_list(list);
 }
