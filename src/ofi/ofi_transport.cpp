@@ -134,10 +134,11 @@ ncclResult_t OfiTransport::make_virtual_device(const std::vector<int>& devs, int
     return ncclInvalidArgument;
   }
   Device merged;
-  std::string protocol;
+  int rail_id = -1;
   for (int d : devs) {
     Device part;
     if (!device_of(d, "makeVDevice", &part)) return ncclInvalidArgument;
+    if (rail_id < 0) rail_id = part.properties.rail_id;
     for (int rail : part.rails) {
       for (int seen : merged.rails) {
         if (seen == rail) {
@@ -170,8 +171,7 @@ ncclResult_t OfiTransport::make_virtual_device(const std::vector<int>& devs, int
   }
   merged.properties = combined_properties(merged.rails);
   merged.properties.virtual_of = devs;
-  Device base;
-  if (device_of(devs[0], "makeVDevice", &base)) merged.properties.rail_id = base.properties.rail_id;
+  merged.properties.rail_id = rail_id;
   merged.properties.plane_id = -1;
   add_device(std::move(merged));
   *dev = device_count() - 1;

@@ -92,12 +92,7 @@ ncclResult_t RdmaRecvPath::post_bounce(int index) {
 }
 
 void RdmaRecvPath::fail(const std::string& problem) {
-  int expected = 0;
-  if (fatal_.compare_exchange_strong(expected, 1, std::memory_order_acq_rel)) {
-    std::snprintf(fatal_text_, sizeof(fatal_text_), "%s", problem.c_str());
-    WEFT_WARN("%s: protocol error from %s: %s; the connection is unusable",
-              endpoint_.device_name().c_str(), peer_.name.c_str(), problem.c_str());
-  }
+  fault_.raise(endpoint_.device_name(), peer_.name, "protocol error: " + problem);
 }
 
 ncclResult_t RdmaRecvPath::poll_rails() {
@@ -106,10 +101,6 @@ ncclResult_t RdmaRecvPath::poll_rails() {
     if (result != ncclSuccess) return result;
   }
   return ncclSuccess;
-}
-
-ncclResult_t RdmaRecvPath::fatal() const {
-  return fatal_.load(std::memory_order_acquire) != 0 ? ncclRemoteError : ncclSuccess;
 }
 
 ncclResult_t RdmaRecvPath::irecv(int n, void** data, const size_t* sizes, const int* tags,
@@ -204,8 +195,9 @@ bool RdmaRecvPath::place_eager(int index, ncclResult_t* result) {
     return false;
   }
   if (header.aborted) {
-    fail("the sender's write of message #" + std::to_string(header.index) +
-         " failed (a rail or the connection went down on its side)");
+    fault_.raise(endpoint_.device_name(), peer_.name,
+                 "the sender's write of message #" + std::to_string(header.index) +
+                     " failed (a rail or the connection went down on its side)");
     *result = ncclRemoteError;
     return true;
   }
@@ -215,7 +207,7 @@ bool RdmaRecvPath::place_eager(int index, ncclResult_t* result) {
       if (static_cast<int32_t>(header.index - next_index_) >= 0) return false;
     }
     take_size_notice(header);
-    *result = fatal();
+    *result = fault_.result();
     return true;
   }
   RecvRequest* req = nullptr;
@@ -313,7 +305,7 @@ void RdmaRecvPath::CopyTarget::on_error(uint32_t slot, int error, size_t, const 
 }
 
 ncclResult_t RdmaRecvPath::service() {
-  if (ncclResult_t result = fatal(); result != ncclSuccess) return result;
+  if (ncclResult_t result = fault_.result(); result != ncclSuccess) return result;
   for (int i = 0; i < bounce_count_; ++i) {
     Bounce& bounce = bounces_[i];
     uint8_t state = bounce.state.load(std::memory_order_acquire);

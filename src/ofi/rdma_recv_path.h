@@ -14,6 +14,7 @@
 #include "core/request_pool.h"
 #include "ofi/completion.h"
 #include "ofi/endpoint.h"
+#include "ofi/protocol_fault.h"
 #include "ofi/rdma_wire.h"
 
 namespace weft::ofi {
@@ -106,7 +107,6 @@ class RdmaRecvPath final : public RequestOwner, public CompletionTarget, public 
   void complete_if_written(Slot& slot, int entry);
   // A size notice for message `index`, entry `entry`.
   void take_size_notice(const EagerHeader& header);
-  ncclResult_t fatal() const;
   ncclResult_t poll_rails();
   int slot_of(const RecvRequest* request) { return static_cast<int>(request - pool_.at(0)); }
 
@@ -130,8 +130,7 @@ class RdmaRecvPath final : public RequestOwner, public CompletionTarget, public 
   std::mutex state_mutex_;  // slots_: the comm's thread and the polling thread
   Slot slots_[kRdmaSlots];
   bool needs_notices_ = false;
-  std::atomic<int> fatal_{0};
-  char fatal_text_[256] = {};
+  ProtocolFault fault_;
   RequestPool<RecvRequest, kRdmaSlots> pool_;
 };
 

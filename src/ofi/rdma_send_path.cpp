@@ -29,6 +29,9 @@ RdmaSendPath::RdmaSendPath(std::vector<RdmaRail> rails, RdmaPeer peer, size_t ea
   }
   abort_op_.target = this;
   abort_op_.slot = kAbortSlot;
+  for (const RdmaRail& rail : rails_) {
+    max_write_ = std::min(max_write_, std::max<size_t>(rail.endpoint->max_write_size(), 1));
+  }
 }
 
 RdmaSendPath::~RdmaSendPath() {
@@ -72,12 +75,7 @@ ncclResult_t RdmaSendPath::poll_rails() {
 }
 
 void RdmaSendPath::fail(const std::string& problem) {
-  int expected = 0;
-  if (fatal_.compare_exchange_strong(expected, 1, std::memory_order_acq_rel)) {
-    std::snprintf(fatal_text_, sizeof(fatal_text_), "%s", problem.c_str());
-    WEFT_WARN("%s: protocol error from %s: %s; the connection is unusable",
-              endpoint_.device_name().c_str(), peer_.name.c_str(), problem.c_str());
-  }
+  fault_.raise(endpoint_.device_name(), peer_.name, "protocol error: " + problem);
 }
 
 int RdmaSendPath::claim_entry(Group& group, int32_t tag) {
@@ -172,7 +170,7 @@ ncclResult_t RdmaSendPath::absorb_cts() {
       }
     }
     advance_groups();
-    if (fatal_.load(std::memory_order_acquire) != 0) return ncclRemoteError;
+    if (fault_.result() != ncclSuccess) return ncclRemoteError;
     // Waiting ones may fit now that older groups are done.
     if (!waiting || group_seq_ == before) break;
   }
@@ -180,7 +178,7 @@ ncclResult_t RdmaSendPath::absorb_cts() {
 }
 
 ncclResult_t RdmaSendPath::service() {
-  if (fatal_.load(std::memory_order_acquire) != 0) return ncclRemoteError;
+  if (fault_.result() != ncclSuccess) return ncclRemoteError;
   for (int i = 0; i < kCtsBuffers && !closing_; ++i) {
     if (cts_[i].state.load(std::memory_order_acquire) == kIdle) {
       ncclResult_t result = post_cts_receive(i);
@@ -246,10 +244,7 @@ ncclResult_t RdmaSendPath::write_message(Group& group, int entry, void* data, si
   size_t stripes = std::clamp<size_t>(size / min_stripe_, 1, rail_count);
   size_t first_rail = stripes == 1 ? next_rail_++ % rail_count : 0;
   size_t stripe = (size + stripes - 1) / stripes;
-  size_t max_write = std::max<size_t>(endpoint_.max_write_size(), 1);
-  for (const RdmaRail& rail : rails_) {
-    max_write = std::min(max_write, std::max<size_t>(rail.endpoint->max_write_size(), 1));
-  }
+  const size_t max_write = max_write_;
   size_t per_stripe = std::max<size_t>((stripe + max_write - 1) / max_write, 1);
   size_t segments = stripes * per_stripe;
   if (segments > static_cast<size_t>(kRdmaMaxSegments)) {

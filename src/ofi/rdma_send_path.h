@@ -6,12 +6,14 @@
 #pragma once
 
 #include <atomic>
+#include <cstdint>
 #include <string>
 #include <vector>
 
 #include "core/request_pool.h"
 #include "ofi/completion.h"
 #include "ofi/endpoint.h"
+#include "ofi/protocol_fault.h"
 #include "ofi/rdma_recv_path.h"
 #include "ofi/rdma_wire.h"
 
@@ -105,7 +107,8 @@ class RdmaSendPath final : public RequestOwner, public CompletionTarget {
   RdmaPeer peer_;
   size_t eager_size_;
   size_t min_stripe_;
-  uint32_t next_rail_ = 0;  // round-robin of messages too small to stripe
+  uint32_t next_rail_ = 0;       // round-robin of messages too small to stripe
+  size_t max_write_ = SIZE_MAX;  // the smallest write any rail takes
   uint64_t max_message_;
   bool eager_ = true;
   bool size_notices_ = false;
@@ -132,8 +135,7 @@ class RdmaSendPath final : public RequestOwner, public CompletionTarget {
   std::atomic<bool> abort_done_{false};
   void* cts_region_ = nullptr;
   void* header_region_ = nullptr;
-  std::atomic<int> fatal_{0};
-  char fatal_text_[256] = {};
+  ProtocolFault fault_;
   RequestPool<SendRequest, kPoolSize> pool_;
 };
 
