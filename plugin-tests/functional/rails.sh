@@ -3,7 +3,8 @@
 # pairs (one rail each), one rank in each, weft over libfabric tcp on both
 # veths with the rdma protocol. Runs (rails_rank.cpp):
 #   grouped  WEFT_RAIL_GROUPING=all: device 0 spans both rails; afterwards
-#            the second pair's counters must show it carried about half
+#            the second pair's counters must show it carried about half;
+#            again with the tagged protocol, which must use one pair only
 #   vdevice  WEFT_RAIL_GROUPING=off: the ranks merge the two with makeVDevice
 #            (completions shuffled too: WEFT_OFI_TEST_REORDER=16)
 #   fail     one veth pair is cut mid-run (iptables answers its TCP with
@@ -60,7 +61,7 @@ rx_bytes() { ip netns exec "$NS_B" cat "/sys/class/net/$1/statistics/tx_bytes"; 
 run() {
   local mode=$1 grouping=$2 cut=${3:-} bootstrap=${4:-$ADDR_A0}
   rm -f "$FLAGS/break" "$FLAGS/broken" "$FLAGS/cut"
-  local common=(WEFT_OFI_PROVIDER=tcp WEFT_OFI_PROTOCOL=rdma WEFT_RAIL_GROUPING=$grouping
+  local common=(WEFT_OFI_PROVIDER=tcp WEFT_OFI_PROTOCOL=${protocol:-rdma} WEFT_RAIL_GROUPING=$grouping
                 WEFT_OFI_TEST_REORDER=${reorder:-0}
                 WEFT_MIN_STRIPE_SIZE=65536 WEFT_CLOSE_TIMEOUT_MS=2000)
   ip netns exec "$NS_A" env "${common[@]}" WEFT_OFI_DOMAIN="$A0,$A1" \
@@ -95,6 +96,16 @@ echo "grouped: $B1 sent $carried bytes"
 # 64 MiB + 16 MiB + 32 x 1 MiB went out; striping puts about half on each pair.
 if [ $failed -eq 0 ] && { [ "$carried" -lt $((40 << 20)) ] || [ "$carried" -gt $((80 << 20)) ]; }; then
   echo "FAIL: $B1 carried $carried bytes of ~112 MiB: messages were not striped"; failed=1
+fi
+# The tagged protocol carries data on the first rail only: one pair must
+# carry (nearly) nothing, and every byte still arrives.
+before0=$(rx_bytes "$B0") before1=$(rx_bytes "$B1")
+protocol=tagged run grouped all || failed=1
+carried0=$(( $(rx_bytes "$B0") - before0 )) carried1=$(( $(rx_bytes "$B1") - before1 ))
+echo "grouped, tagged: $B0 sent $carried0 bytes, $B1 $carried1"
+least=$(( carried0 < carried1 ? carried0 : carried1 ))
+if [ $failed -eq 0 ] && [ "$least" -gt $((1 << 20)) ]; then
+  echo "FAIL: the tagged protocol spread data over both pairs"; failed=1
 fi
 reorder=16 run vdevice off || failed=1  # completions shuffled too
 run fail all "$A0" "$ADDR_A1" || failed=1
