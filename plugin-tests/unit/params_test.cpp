@@ -43,11 +43,12 @@ std::string load_error(const Env& env) {
   return load(env, params);
 }
 
-const ParamSpec kBool{"flag", "WEFT_TEST_FLAG", ParamType::Bool, "0", nullptr, 0, 0, "test"};
-const ParamSpec kWideSize{"bytes", "WEFT_TEST_BYTES", ParamType::Size, "0", nullptr,
-                          0,       UINT64_MAX,        "test"};
-const ParamSpec kSignedInt{"offset", "WEFT_TEST_OFFSET", ParamType::Int, "0", nullptr, -5, 5,
-                           "test"};
+const ParamSpec kBool{"flag", "WEFT_TEST_FLAG", ParamType::Bool, "0", nullptr, 0,
+                      0,      "test",           nullptr};
+const ParamSpec kWideSize{"bytes", "WEFT_TEST_BYTES", ParamType::Size, "0",    nullptr,
+                          0,       UINT64_MAX,        "test",          nullptr};
+const ParamSpec kSignedInt{
+    "offset", "WEFT_TEST_OFFSET", ParamType::Int, "0", nullptr, -5, 5, "test", nullptr};
 
 }  // namespace
 
@@ -269,4 +270,45 @@ TEST_CASE("sizes are formatted with the largest exact unit", "[unit][params]") {
   CHECK(weft::format_size(3ull << 20) == "3M");
   CHECK(weft::format_size(1536ull << 20) == "1536M");
   CHECK(weft::format_size(1ull << 40) == "1T");
+}
+
+TEST_CASE("NCCL's variables fill the verbs parameters; WEFT_ ones win", "[unit][params]") {
+  const Params defaults = load_ok({});
+  CHECK(defaults.ib_hca == "");
+  CHECK(defaults.ib_gid_index == -1);
+  CHECK(defaults.ib_qps_per_connection == 1);
+  CHECK(defaults.ibverbs_lib == "libibverbs.so.1");
+  const Params nccl = load_ok({{"NCCL_IB_HCA", "mlx5_0:1"},
+                               {"NCCL_IB_GID_INDEX", "3"},
+                               {"NCCL_IB_ADDR_FAMILY", "AF_INET6"},
+                               {"NCCL_IB_TC", "106"},
+                               {"NCCL_IB_QPS_PER_CONNECTION", "4"},
+                               {"NCCL_IB_SPLIT_DATA_ON_QPS", "1"},
+                               {"NCCL_IB_AR_THRESHOLD", "16K"},
+                               {"NCCL_SOCKET_IFNAME", "=eth0"}});
+  CHECK(nccl.ib_hca == "mlx5_0:1");
+  CHECK(nccl.ib_gid_index == 3);
+  CHECK(nccl.ib_addr_family == "AF_INET6");
+  CHECK(nccl.ib_tc == 106);
+  CHECK(nccl.ib_qps_per_connection == 4);
+  CHECK(nccl.ib_split_data_on_qps);
+  CHECK(nccl.ib_ar_threshold == 16384);
+  CHECK(nccl.socket_ifname == "=eth0");
+  const Params both = load_ok({{"NCCL_IB_HCA", "mlx5_0"}, {"WEFT_IB_HCA", "^mlx5_1"}});
+  CHECK(both.ib_hca == "^mlx5_1");
+  // An empty WEFT_ variable counts as unset, so NCCL's still applies.
+  CHECK(load_ok({{"NCCL_IB_SL", "3"}, {"WEFT_IB_SL", ""}}).ib_sl == 3);
+  CHECK(load_error({{"NCCL_IB_TIMEOUT", "40"}}) ==
+        "WEFT_IB_TIMEOUT=\"40\" is out of range (expected 1..31) (value taken from "
+        "NCCL_IB_TIMEOUT, which WEFT_IB_TIMEOUT would override)");
+  // Not every variable has an NCCL twin.
+  CHECK(load_ok({{"NCCL_OFI_PROVIDER", "tcp"}}).ofi_provider == "");
+}
+
+TEST_CASE("NCCL_GDR_FLUSH_DISABLE turns the flush off unless WEFT_GDR_FLUSH says otherwise",
+          "[unit][params]") {
+  CHECK(load_ok({}).gdr_flush == "auto");
+  CHECK(load_ok({{"NCCL_GDR_FLUSH_DISABLE", "1"}}).gdr_flush == "off");
+  CHECK(load_ok({{"NCCL_GDR_FLUSH_DISABLE", "0"}}).gdr_flush == "auto");
+  CHECK(load_ok({{"NCCL_GDR_FLUSH_DISABLE", "1"}, {"WEFT_GDR_FLUSH", "read"}}).gdr_flush == "read");
 }

@@ -82,6 +82,14 @@ std::string accepted_cell(const ParamSpec& spec) {
   return s;
 }
 
+std::string doc_with_nccl_name(const ParamSpec& spec) {
+  std::string doc = spec.doc;
+  if (spec.nccl_env_name != nullptr) {
+    doc += std::string(" When unset, `") + spec.nccl_env_name + "` is honoured.";
+  }
+  return doc;
+}
+
 }  // namespace
 
 int print_params_markdown(std::ostream& out) {
@@ -90,8 +98,8 @@ int print_params_markdown(std::ostream& out) {
   out << "|---|---|---|---|---|\n";
   for (const ParamSpec& spec : param_specs()) {
     out << "| `" << spec.env_name << "` | " << type_name(spec.type) << " | "
-        << cell(code(spec.default_value)) << " | " << accepted_cell(spec) << " | " << cell(spec.doc)
-        << " |\n";
+        << cell(code(spec.default_value)) << " | " << accepted_cell(spec) << " | "
+        << cell(doc_with_nccl_name(spec)) << " |\n";
   }
   return 0;
 }
