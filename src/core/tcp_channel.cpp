@@ -1,0 +1,240 @@
+#include "core/tcp_channel.h"
+
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+
+#include <cerrno>
+#include <cstring>
+
+namespace weft {
+
+namespace {
+
+std::string errno_text(int err) {
+  char buffer[128];
+  return strerror_r(err, buffer, sizeof(buffer));  // GNU: returns the text
+}
+
+bool set_nodelay(int fd) {
+  int one = 1;
+  return setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) == 0;
+}
+
+// The failure of a connect to `peer`, worded for an operator.
+std::string connect_error(int err, const SocketAddress& peer) {
+  switch (err) {
+    case ECONNREFUSED:
+      return "connection refused by " + peer.text() + " (nothing listens there any more)";
+    case ETIMEDOUT:
+      return "connection to " + peer.text() + " timed out";
+    case ENETUNREACH:
+    case EHOSTUNREACH:
+      return "no route to " + peer.text() + ": " + errno_text(err);
+    default:
+      return "connect to " + peer.text() + ": " + errno_text(err);
+  }
+}
+
+}  // namespace
+
+std::unique_ptr<TcpListener> TcpListener::open(const SocketAddress& local, std::string* error) {
+  Fd fd(socket(local.family(), SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+  if (!fd) {
+    *error = "listen on " + local.text() + ": socket: " + errno_text(errno);
+    return nullptr;
+  }
+  // A restarted job may reuse a port whose old connections sit in TIME_WAIT.
+  int one = 1;
+  setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  if (bind(fd.get(), reinterpret_cast<const sockaddr*>(&local.storage), local.length) != 0) {
+    *error = "listen on " + local.text() + ": bind: " + errno_text(errno);
+    return nullptr;
+  }
+  if (listen(fd.get(), SOMAXCONN) != 0) {
+    *error = "listen on " + local.text() + ": " + errno_text(errno);
+    return nullptr;
+  }
+  SocketAddress bound;
+  bound.length = sizeof(bound.storage);
+  if (getsockname(fd.get(), reinterpret_cast<sockaddr*>(&bound.storage), &bound.length) != 0) {
+    *error = "listen on " + local.text() + ": getsockname: " + errno_text(errno);
+    return nullptr;
+  }
+  return std::unique_ptr<TcpListener>(new TcpListener(std::move(fd), bound));
+}
+
+bool TcpListener::accept(TcpStream* out, std::string* error) {
+  *out = TcpStream();
+  while (true) {
+    SocketAddress peer;
+    peer.length = sizeof(peer.storage);
+    Fd fd(accept4(fd_.get(), reinterpret_cast<sockaddr*>(&peer.storage), &peer.length,
+                  SOCK_NONBLOCK | SOCK_CLOEXEC));
+    if (!fd) {
+      // ECONNABORTED: a peer that gave up while queued; look for the next.
+      if (errno == EINTR || errno == ECONNABORTED) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return true;
+      *error = "accept on " + address_.text() + ": " + errno_text(errno);
+      return false;
+    }
+    if (!set_nodelay(fd.get())) {
+      *error = "accept from " + peer.text() + ": TCP_NODELAY: " + errno_text(errno);
+      return false;
+    }
+    out->fd_ = std::move(fd);
+    out->peer_ = peer;
+    return true;
+  }
+}
+
+bool TcpStream::connect(const SocketAddress& peer, TcpStream* out, std::string* error) {
+  *out = TcpStream();
+  Fd fd(socket(peer.family(), SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+  if (!fd) {
+    *error = "connect to " + peer.text() + ": socket: " + errno_text(errno);
+    return false;
+  }
+  if (!set_nodelay(fd.get())) {
+    *error = "connect to " + peer.text() + ": TCP_NODELAY: " + errno_text(errno);
+    return false;
+  }
+  bool connecting = false;
+  if (::connect(fd.get(), reinterpret_cast<const sockaddr*>(&peer.storage), peer.length) != 0) {
+    // An interrupted connect goes on in the background, as EINPROGRESS does.
+    if (errno != EINPROGRESS && errno != EINTR) {
+      *error = connect_error(errno, peer);
+      return false;
+    }
+    connecting = true;
+  }
+  out->fd_ = std::move(fd);
+  out->peer_ = peer;
+  out->connecting_ = connecting;
+  return true;
+}
+
+TcpStream::Progress TcpStream::finish_connect(std::string* error) {
+  if (!fd_) {
+    *error = "connect to " + peer_.text() + ": no socket (connect() failed or was not called)";
+    return Progress::Failed;
+  }
+  if (!connecting_) return Progress::Done;
+  pollfd entry{fd_.get(), POLLOUT, 0};
+  int ready;
+  do {
+    ready = poll(&entry, 1, 0);
+  } while (ready < 0 && errno == EINTR);
+  if (ready < 0) {
+    *error = "connect to " + peer_.text() + ": poll: " + errno_text(errno);
+    return Progress::Failed;
+  }
+  if (ready == 0) return Progress::Pending;
+  int err = 0;
+  socklen_t length = sizeof(err);
+  if (getsockopt(fd_.get(), SOL_SOCKET, SO_ERROR, &err, &length) != 0) err = errno;
+  if (err != 0) {
+    *error = connect_error(err, peer_);
+    fd_.reset();
+    return Progress::Failed;
+  }
+  connecting_ = false;
+  return Progress::Done;
+}
+
+TcpStream::Progress TcpStream::begin(Transfer* transfer, size_t size, const char* what,
+                                     std::string* error) {
+  if (connecting_ || !fd_) {
+    Progress connected = finish_connect(error);
+    if (connected != Progress::Done) return connected;
+  }
+  if (!transfer->started) {
+    *transfer = Transfer{size, 0, true};
+    return Progress::Done;
+  }
+  if (transfer->size == size) return Progress::Done;
+  *error = std::string(what) + " " + peer_.text() + ": called with " + std::to_string(size) +
+           " bytes while a " + std::to_string(transfer->size) + "-byte message is " +
+           std::to_string(transfer->done) + " bytes in";
+  *transfer = Transfer{};
+  return Progress::Failed;
+}
+
+std::string TcpStream::cut_short(const std::string& how, const Transfer& transfer,
+                                 const char* moved) const {
+  return "peer " + peer_.text() + " " + how + " after " + std::to_string(transfer.done) + " of " +
+         std::to_string(transfer.size) + " bytes " + moved;
+}
+
+TcpStream::Progress TcpStream::send_all(std::span<const uint8_t> bytes, std::string* error) {
+  Progress ready = begin(&sending_, bytes.size(), "send to", error);
+  if (ready != Progress::Done) return ready;
+  while (sending_.done < bytes.size()) {
+    ssize_t n = ::send(fd_.get(), bytes.data() + sending_.done, bytes.size() - sending_.done,
+                       MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n > 0) {
+      sending_.done += static_cast<size_t>(n);
+      continue;
+    }
+    if (n == 0) return Progress::Pending;  // TCP does not do this; never spin on it
+    if (errno == EINTR) continue;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) return Progress::Pending;
+    if (errno == EPIPE || errno == ECONNRESET) {
+      *error = cut_short("closed the connection (" + errno_text(errno) + ")", sending_, "sent");
+    } else {
+      *error = "send to " + peer_.text() + ": " + errno_text(errno);
+    }
+    sending_ = Transfer{};
+    return Progress::Failed;
+  }
+  sending_ = Transfer{};
+  return Progress::Done;
+}
+
+TcpStream::Progress TcpStream::receive_all(std::span<uint8_t> bytes, std::string* error) {
+  Progress ready = begin(&receiving_, bytes.size(), "receive from", error);
+  if (ready != Progress::Done) return ready;
+  while (receiving_.done < bytes.size()) {
+    ssize_t n = ::recv(fd_.get(), bytes.data() + receiving_.done, bytes.size() - receiving_.done,
+                       MSG_DONTWAIT);
+    if (n > 0) {
+      receiving_.done += static_cast<size_t>(n);
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return Progress::Pending;
+    if (n == 0) {
+      *error = cut_short("closed the connection", receiving_, "received");
+    } else if (errno == ECONNRESET) {
+      *error = cut_short("reset the connection", receiving_, "received");
+    } else {
+      *error = "receive from " + peer_.text() + ": " + errno_text(errno);
+    }
+    receiving_ = Transfer{};
+    return Progress::Failed;
+  }
+  receiving_ = Transfer{};
+  return Progress::Done;
+}
+
+bool TcpStream::peer_closed() const {
+  if (!fd_) return true;
+  if (connecting_) {
+    // poll, not SO_ERROR: reading SO_ERROR would clear what finish_connect reports.
+    pollfd entry{fd_.get(), POLLOUT, 0};
+    while (poll(&entry, 1, 0) < 0) {
+      if (errno != EINTR) return true;
+    }
+    return (entry.revents & (POLLERR | POLLHUP)) != 0;
+  }
+  uint8_t byte;
+  while (true) {
+    ssize_t n = ::recv(fd_.get(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (n > 0) return false;
+    if (n == 0) return true;
+    if (errno == EINTR) continue;
+    return errno != EAGAIN && errno != EWOULDBLOCK;
+  }
+}
+
+}  // namespace weft
