@@ -2,17 +2,44 @@
 #include "weft/log.h"
 #include "weft/params.h"
 #include "weft/transport.h"
+#ifdef WEFT_HAVE_VERBS
+#include "core/cuda/cuda_driver.h"
+#include "verbs/port_discovery.h"
+#include "verbs/verbs_transport.h"
+#endif
 
 namespace weft {
 
 ncclResult_t make_transport(const Params& params, std::unique_ptr<Transport>* out) {
+#ifdef WEFT_HAVE_VERBS
+  if (params.transport == "verbs") return verbs::VerbsTransport::create(params, out);
+  // auto: EFA through libfabric first, then native verbs on IB/RoCE ports,
+  // then libfabric's other providers. A provider named explicitly means
+  // libfabric.
+  if (params.transport == "auto" && params.ofi_provider.empty()) {
+    const cuda::Driver* cuda =
+        params.gpu == "off" ? nullptr : cuda::Driver::shared(params.cuda_lib);
+    verbs::DiscoveredPorts ports;
+    std::string reason;
+    if (!verbs::discover_ports(params, cuda, &ports, &reason)) {
+      WEFT_INFO(NCCL_INIT, "auto: native verbs not available (%s)", reason.c_str());
+    } else if (ports.efa_devices > 0) {
+      WEFT_INFO(NCCL_INIT, "auto: %d EFA device(s): using libfabric", ports.efa_devices);
+    } else if (!ports.nics.empty()) {
+      WEFT_INFO(NCCL_INIT, "auto: %zu InfiniBand/RoCE port(s): using the native verbs transport",
+                ports.nics.size());
+      *out = std::make_unique<verbs::VerbsTransport>(params, std::move(ports));
+      return ncclSuccess;
+    }
+  }
+#else
   if (params.transport == "verbs") {
     WEFT_WARN(
-        "WEFT_TRANSPORT=verbs: the native verbs transport is not part of this build yet; "
-        "use WEFT_TRANSPORT=ofi (libfabric, e.g. WEFT_OFI_PROVIDER=verbs)");
+        "WEFT_TRANSPORT=verbs: this weft was built without rdma-core's headers (libibverbs-dev), "
+        "so without the native verbs transport; use WEFT_TRANSPORT=ofi");
     return ncclInvalidUsage;
   }
-  // auto and ofi: libfabric is the only transport so far.
+#endif
   return ofi::OfiTransport::create(params, out);
 }
 

@@ -59,6 +59,7 @@ std::shared_ptr<const Ibverbs> Ibverbs::load(const std::string& path, std::strin
   resolve(lib, "ibv_reg_dmabuf_mr", &api.reg_dmabuf_mr, nullptr);
   resolve(lib, "ibv_query_ece", &api.query_ece, nullptr);
   resolve(lib, "ibv_set_ece", &api.set_ece, nullptr);
+  resolve(lib, "_ibv_query_gid_ex", &api.query_gid_ex, nullptr);
   return loaded;
 }
 

@@ -44,6 +44,9 @@ struct IbverbsApi {
                            int access) = nullptr;
   int (*query_ece)(ibv_qp* qp, ibv_ece* ece) = nullptr;
   int (*set_ece)(ibv_qp* qp, ibv_ece* ece) = nullptr;
+  // rdma-core >= 32: GID type without reading sysfs (ibv_query_gid_ex's target).
+  int (*query_gid_ex)(ibv_context* context, uint32_t port, uint32_t index, ibv_gid_entry* entry,
+                      uint32_t flags, size_t entry_size) = nullptr;
 };
 
 // A loaded library; unloads when the last holder lets go.

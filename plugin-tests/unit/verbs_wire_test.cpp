@@ -1,0 +1,195 @@
+// The verbs transport's wire formats: connection info, clear-to-send
+// groups and immediates, with every rejection checked by its message.
+#include <catch2/catch.hpp>
+#include <cstring>
+
+#include "verbs/wire.h"
+
+using namespace weft::verbs;
+
+namespace {
+
+ConnectionInfo sample_info() {
+  ConnectionInfo info;
+  info.role = Role::Sender;
+  info.link_layer = LinkLayer::Ethernet;
+  info.qp_count = 4;
+  info.mtu = 3;
+  info.lid = 0;
+  info.listen_id = 77;
+  for (int i = 0; i < 16; ++i) info.gid[i] = static_cast<uint8_t>(i + 1);
+  for (int q = 0; q < 4; ++q) info.qpn[q] = 0x100 + static_cast<uint32_t>(q);
+  info.fifo_address = 0x7f0000001000;
+  info.fifo_rkey = 0xabcd;
+  info.split_data = true;
+  return info;
+}
+
+std::string decode_error(const uint8_t* bytes, Role expected = Role::Sender) {
+  ConnectionInfo out;
+  std::string error;
+  REQUIRE_FALSE(decode_connection_info(bytes, kConnectionInfoSize, expected, &out, &error));
+  return error;
+}
+
+}  // namespace
+
+TEST_CASE("connection info round-trips every field", "[unit][verbs_wire]") {
+  const ConnectionInfo in = sample_info();
+  uint8_t bytes[kConnectionInfoSize];
+  encode_connection_info(in, bytes);
+  ConnectionInfo out;
+  std::string error;
+  REQUIRE(decode_connection_info(bytes, sizeof(bytes), Role::Sender, &out, &error));
+  CHECK(out.role == Role::Sender);
+  CHECK(out.link_layer == LinkLayer::Ethernet);
+  CHECK(out.qp_count == 4);
+  CHECK(out.mtu == 3);
+  CHECK(out.listen_id == 77);
+  CHECK(std::memcmp(out.gid, in.gid, 16) == 0);
+  for (int q = 0; q < 4; ++q) CHECK(out.qpn[q] == 0x100u + static_cast<uint32_t>(q));
+  CHECK(out.qpn[4] == 0);
+  CHECK(out.fifo_address == 0x7f0000001000);
+  CHECK(out.fifo_rkey == 0xabcd);
+  CHECK(out.split_data);
+  CHECK_FALSE(out.adaptive_routing);
+}
+
+TEST_CASE("connection info: each malformed field is refused by name", "[unit][verbs_wire]") {
+  uint8_t good[kConnectionInfoSize];
+  encode_connection_info(sample_info(), good);
+  uint8_t b[kConnectionInfoSize];
+  auto reset = [&] { std::memcpy(b, good, sizeof(b)); };
+
+  ConnectionInfo out;
+  std::string error;
+  CHECK_FALSE(decode_connection_info(good, 127, Role::Sender, &out, &error));
+  CHECK(error == "connection info of 127 bytes, expected 128");
+  reset();
+  b[0] ^= 1;
+  CHECK(decode_error(b).find("bad magic") != std::string::npos);
+  reset();
+  b[4] = 9;
+  CHECK(decode_error(b) == "connection info version 9, this weft speaks 1 (mixed weft versions?)");
+  reset();
+  b[5] = 3;
+  CHECK(decode_error(b) == "unknown role 3");
+  reset();
+  CHECK(decode_error(b, Role::Receiver) ==
+        "connection info from a sender, expected one from a receiver");
+  reset();
+  b[6] = 7;
+  CHECK(decode_error(b) == "unknown link layer 7");
+  reset();
+  b[7] = 0;
+  CHECK(decode_error(b) == "queue pair count 0, must be 1..16");
+  reset();
+  b[7] = 17;
+  CHECK(decode_error(b) == "queue pair count 17, must be 1..16");
+  reset();
+  b[8] = 6;
+  CHECK(decode_error(b) == "MTU code 6, must be 1 (256) .. 5 (4096)");
+  reset();
+  b[9] = 4;
+  CHECK(decode_error(b) == "unknown flags 4");
+  reset();
+  std::memset(b + 12, 0, 4);
+  CHECK(decode_error(b) == "listen id 0");
+  reset();
+  std::memset(b + 16, 0, 16);
+  CHECK(decode_error(b) == "RoCE peer without a GID");
+  reset();
+  std::memset(b + 32, 0, 8);
+  CHECK(decode_error(b) == "FIFO address 0");
+  reset();
+  b[44] = 1;
+  CHECK(decode_error(b) == "nonzero reserved bytes");
+  reset();
+  b[127] = 1;
+  CHECK(decode_error(b) == "nonzero reserved bytes");
+  reset();
+  std::memset(b + 48 + 4, 0, 4);
+  CHECK(decode_error(b) == "queue pair number 0 at 1 is not a 24-bit QPN");
+  reset();
+  b[48 + 3] = 1;  // QPN 0x01000100
+  CHECK(decode_error(b) == "queue pair number 16777472 at 0 is not a 24-bit QPN");
+  reset();
+  b[48 + 4 * 5] = 1;
+  CHECK(decode_error(b) == "queue pair number at 5 beyond the count 4");
+
+  ConnectionInfo ib = sample_info();
+  ib.link_layer = LinkLayer::InfiniBand;
+  std::memset(ib.gid, 0, 16);
+  ib.lid = 0;
+  encode_connection_info(ib, b);
+  CHECK(decode_error(b) == "InfiniBand peer with neither LID nor GID");
+  ib.lid = 5;
+  encode_connection_info(ib, b);
+  CHECK(decode_connection_info(b, sizeof(b), Role::Sender, &out, &error));
+}
+
+TEST_CASE("clear-to-send groups: ready only when complete and consistent", "[unit][verbs_wire]") {
+  CtsEntry fifo[weft::kMaxRecvs] = {};
+  const uint32_t sequence = 41;
+  int count = 0;
+  std::string error;
+  // Nothing written yet (and zeroed memory never matches sequence 0 either).
+  CHECK(check_cts_group(fifo, sequence, &count, &error) == CtsState::NotYet);
+  CHECK(check_cts_group(fifo, 0, &count, &error) == CtsState::NotYet);
+  for (int i = 0; i < 3; ++i) {
+    fifo[i] = CtsEntry{0x1000u * (i + 1),       4096, 7, 10 + i, cts_sequence(sequence), 3,
+                       static_cast<uint8_t>(i), 0};
+  }
+  fifo[2].sequence = cts_sequence(sequence - 32);  // the last entry still old
+  CHECK(check_cts_group(fifo, sequence, &count, &error) == CtsState::NotYet);
+  fifo[2].sequence = cts_sequence(sequence);
+  REQUIRE(check_cts_group(fifo, sequence, &count, &error) == CtsState::Ready);
+  CHECK(count == 3);
+
+  fifo[1].index = 2;
+  CHECK(check_cts_group(fifo, sequence, &count, &error) == CtsState::Invalid);
+  CHECK(error == "clear-to-send entry 1 of receive 41 is inconsistent (count 3, index 2)");
+  fifo[1].index = 1;
+  fifo[1].count = 2;
+  CHECK(check_cts_group(fifo, sequence, &count, &error) == CtsState::Invalid);
+  fifo[1].count = 3;
+  fifo[2].reserved = 1;
+  CHECK(check_cts_group(fifo, sequence, &count, &error) == CtsState::Invalid);
+  fifo[2].reserved = 0;
+  fifo[2].address = ~uint64_t{0} - 10;
+  CHECK(check_cts_group(fifo, sequence, &count, &error) == CtsState::Invalid);
+  CHECK(error == "clear-to-send entry 2 of receive 41 wraps the address space");
+  fifo[2].address = 0x3000;
+  for (uint8_t bad : {uint8_t{0}, uint8_t{9}}) {
+    fifo[0].count = bad;
+    CHECK(check_cts_group(fifo, sequence, &count, &error) == CtsState::Invalid);
+    CHECK(error ==
+          "clear-to-send for receive 41 announces " + std::to_string(bad) + " buffers (1..8)");
+  }
+  // The sequence wraps without ever writing 0.
+  CHECK(cts_sequence(0xffffffffu) == 1);
+  CHECK(fifo_slot(33) == 1);
+}
+
+TEST_CASE("immediates: a size for one receive, a marker for groups, checked",
+          "[unit][verbs_wire]") {
+  size_t size = 0;
+  std::string error;
+  CHECK(immediate_for(1, 4096, 5) == 4096);
+  CHECK(decode_immediate(4096, 1, 5, 8192, &size, &error) == ImmKind::Size);
+  CHECK(size == 4096);
+  CHECK(decode_immediate(0, 1, 5, 0, &size, &error) == ImmKind::Size);
+  CHECK(size == 0);
+  CHECK(decode_immediate(8193, 1, 5, 8192, &size, &error) == ImmKind::Truncated);
+  CHECK(error == "message truncated: the peer sent 8193 bytes to a receive of 8192");
+
+  const uint32_t group = immediate_for(3, 10, 0x80000005u);
+  CHECK(group == (kImmSizesInFifo | 5u));
+  CHECK(decode_immediate(group, 3, 0x80000005u, 0, &size, &error) == ImmKind::SizesInFifo);
+  CHECK(decode_immediate(group, 3, 6, 0, &size, &error) == ImmKind::Invalid);
+  CHECK(error == "immediate names receive 5, expected 6");
+  CHECK(decode_immediate(100, 2, 5, 4096, &size, &error) == ImmKind::Invalid);
+  CHECK(error == "immediate carries a size (100) for a group of 2 receives");
+  // A single message too large for 31 bits goes through the sizes FIFO.
+  CHECK(immediate_for(1, size_t{1} << 31, 9) == (kImmSizesInFifo | 9u));
+}

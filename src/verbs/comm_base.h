@@ -1,0 +1,268 @@
+// What the verbs send and receive comms share: the port, the queue pairs,
+// the side channel kept open to notice a vanished peer, memory
+// registration, requests, and the connection's failure state (the first
+// failure ends the connection; every later call reports it).
+#pragma once
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+
+#include "core/request_pool.h"
+#include "core/tcp_channel.h"
+#include "verbs/nic.h"
+#include "verbs/queue_pairs.h"
+#include "weft/log.h"
+
+namespace weft::verbs {
+
+class RequestHost;
+
+class VerbsRequest final : public Request {
+ public:
+  ncclResult_t test(int* done, int* sizes) override;
+
+  RequestHost* host = nullptr;
+  int count = 0;    // receives of the group (1 for a send)
+  int pending = 0;  // completions still expected
+  int slot = 0;     // FIFO slot (sends, receives) or flush
+  ncclResult_t result = ncclSuccess;
+  size_t posted[kMaxRecvs] = {};
+  size_t sizes[kMaxRecvs] = {};
+};
+
+class RequestHost {
+ public:
+  virtual ncclResult_t test_request(VerbsRequest* request, int* done, int* sizes) = 0;
+
+ protected:
+  ~RequestHost() = default;
+};
+
+inline ncclResult_t VerbsRequest::test(int* done, int* sizes) {
+  return host->test_request(this, done, sizes);
+}
+
+// wr_id: what a completion is for.
+enum class WrKind : uint64_t { Data = 1, Cts = 2, Flush = 3 };
+constexpr uint64_t wr_id(WrKind kind, uint32_t index) {
+  return (static_cast<uint64_t>(kind) << 32) | index;
+}
+constexpr WrKind wr_kind(uint64_t id) {
+  return static_cast<WrKind>(id >> 32);
+}
+constexpr uint32_t wr_index(uint64_t id) {
+  return static_cast<uint32_t>(id);
+}
+
+struct ConnectionSetup {
+  std::shared_ptr<Nic> nic;
+  QueuePairs qps;
+  TcpStream stream;
+  std::string peer_name;
+  int close_timeout_ms = 2000;
+};
+
+template <typename Interface>
+class CommBase : public Interface, public RequestHost {
+ public:
+  explicit CommBase(ConnectionSetup setup)
+      : setup_(std::move(setup)), nic_failures_(setup_.nic->failures()) {}
+
+  ncclResult_t reg_mr(void* data, size_t size, int type, void** mhandle) override {
+    return nic().register_memory(data, size, type, -1, 0,
+                                 reinterpret_cast<MemoryHandle**>(mhandle));
+  }
+  ncclResult_t reg_mr_dmabuf(void* data, size_t size, int type, uint64_t offset, int fd,
+                             void** mhandle) override {
+    return nic().register_memory(data, size, type, fd, offset,
+                                 reinterpret_cast<MemoryHandle**>(mhandle));
+  }
+  ncclResult_t dereg_mr(void* mhandle) override {
+    return nic().deregister_memory(static_cast<MemoryHandle*>(mhandle));
+  }
+
+  ncclResult_t test_request(VerbsRequest* request, int* done, int* sizes) override {
+    *done = 0;
+    if (!pool_.is_used(request)) {
+      WEFT_WARN("%s: test() of request %p, which is not in flight on this comm",
+                nic().name().c_str(), static_cast<void*>(request));
+      return ncclInvalidArgument;
+    }
+    if (request->pending > 0 && fault_ == ncclSuccess) {
+      ncclResult_t result = progress();
+      if (result != ncclSuccess && fault_ == ncclSuccess) return result;
+    }
+    if (request->pending > 0 && fault_ == ncclSuccess) return ncclSuccess;
+    ncclResult_t result = request->pending > 0 ? fault_ : request->result;
+    if (result == ncclSuccess && sizes != nullptr) {
+      for (int i = 0; i < request->count; ++i) sizes[i] = static_cast<int>(request->sizes[i]);
+    }
+    if (result == ncclSuccess) *done = 1;
+    release(request);
+    return result;
+  }
+
+ protected:
+  Nic& nic() { return *setup_.nic; }
+  QueuePairs& qps() { return setup_.qps; }
+  TcpStream& stream() { return setup_.stream; }
+  const std::string& peer_name() const { return setup_.peer_name; }
+  bool faulted() const { return fault_ != ncclSuccess; }
+  ncclResult_t fault() const { return fault_; }
+
+  // Page-aligned, zeroed memory the peer writes into (FIFOs), registered;
+  // freed by release_control. False with *error naming `what`.
+  template <typename Control>
+  bool allocate_control(Control** control, MemoryHandle** region, const char* what,
+                        std::string* error) {
+    *control = static_cast<Control*>(std::aligned_alloc(4096, (sizeof(Control) + 4095) & ~4095ul));
+    if (*control == nullptr) {
+      *error = std::string("out of memory for the ") + what;
+      return false;
+    }
+    std::memset(*control, 0, sizeof(Control));
+    if (nic().register_memory(*control, sizeof(Control), NCCL_PTR_HOST, -1, 0, region) !=
+        ncclSuccess) {
+      *error = std::string("cannot register the ") + what;
+      return false;
+    }
+    return true;
+  }
+  // The queue pairs go first: nothing may write into the memory once it is gone.
+  template <typename Control>
+  void release_control(Control* control, MemoryHandle* region) {
+    setup_.qps = QueuePairs();
+    if (region != nullptr) nic().deregister_memory(region);
+    std::free(control);
+  }
+
+  VerbsRequest* acquire_request(int count) {
+    VerbsRequest* request = pool_.acquire();
+    if (request == nullptr) return nullptr;
+    request->host = this;
+    request->count = count;
+    request->pending = 0;
+    request->result = ncclSuccess;
+    return request;
+  }
+  void release(VerbsRequest* request) {
+    release_slot(request);
+    pool_.release(request);
+  }
+  size_t requests_in_flight() const { return pool_.in_use(); }
+
+  // Ends the connection: every pending and later operation reports `result`.
+  ncclResult_t fail(ncclResult_t result, const std::string& text) {
+    if (fault_ == ncclSuccess) {
+      fault_ = result;
+      WEFT_WARN("%s: connection with %s failed: %s", nic().name().c_str(), peer_name().c_str(),
+                text.c_str());
+    }
+    return fault_;
+  }
+
+  // Reads completions; failures end the connection.
+  ncclResult_t poll_cq(ibv_cq* cq) {
+    if (faulted()) return fault_;
+    ibv_wc completions[16];
+    int n = ibv_poll_cq(cq, 16, completions);
+    if (n < 0) return fail(ncclSystemError, "ibv_poll_cq failed");
+    for (int i = 0; i < n; ++i) {
+      const ibv_wc& wc = completions[i];
+      if (wc.status != IBV_WC_SUCCESS) {
+        if (!faulted()) fail(status_result(wc.status), describe_failure(wc));
+        continue;
+      }
+      on_completion(wc);
+      if (faulted()) return fault_;
+    }
+    return n == 0 ? check_health() : ncclSuccess;
+  }
+
+  // Rate-limited checks while idle: the port's fatal events, and the peer
+  // process (its side channel closes when it exits or closes the comm).
+  ncclResult_t check_health() {
+    if (faulted()) return fault_;
+    if (nic().failures() != nic_failures_) {
+      return fail(ncclSystemError, "device " + nic().name() + ": " + nic().failure_text());
+    }
+    auto now = std::chrono::steady_clock::now();
+    if (now < next_peer_check_) return ncclSuccess;
+    next_peer_check_ = now + std::chrono::milliseconds(200);
+    // Whatever the peer completed before it left is in the queue already,
+    // and the queue was just found empty.
+    if (has_pending() && setup_.stream.valid() && setup_.stream.peer_closed()) {
+      return fail(ncclRemoteError, "peer " + peer_name() +
+                                       " closed the connection (process exited or closed its "
+                                       "comm) with operations still pending");
+    }
+    return ncclSuccess;
+  }
+
+  static ncclResult_t status_result(ibv_wc_status status) {
+    switch (status) {
+      case IBV_WC_RETRY_EXC_ERR:
+      case IBV_WC_RNR_RETRY_EXC_ERR:
+      case IBV_WC_REM_ACCESS_ERR:
+      case IBV_WC_REM_INV_REQ_ERR:
+      case IBV_WC_REM_OP_ERR:
+      case IBV_WC_REM_ABORT_ERR:
+      case IBV_WC_RESP_TIMEOUT_ERR:
+        return ncclRemoteError;
+      default:
+        return ncclSystemError;
+    }
+  }
+
+  std::string describe_failure(const ibv_wc& wc) {
+    char text[320];
+    std::snprintf(text, sizeof(text),
+                  "%s completion failed on device %s, QP %u: %s (status %d, vendor error 0x%x)%s",
+                  opcode_name(wc), nic().name().c_str(), wc.qp_num,
+                  nic().api().wc_status_str(wc.status), static_cast<int>(wc.status), wc.vendor_err,
+                  status_hint(wc.status));
+    return text;
+  }
+
+  virtual void on_completion(const ibv_wc& wc) = 0;
+  virtual bool has_pending() const = 0;
+  virtual ncclResult_t progress() = 0;
+  virtual void release_slot(VerbsRequest* /*request*/) {}
+
+ private:
+  static const char* opcode_name(const ibv_wc& wc) {
+    switch (wr_kind(wc.wr_id)) {
+      case WrKind::Data:
+        return "data";
+      case WrKind::Cts:
+        return "clear-to-send";
+      case WrKind::Flush:
+        return "flush read";
+    }
+    return "unknown";
+  }
+  static const char* status_hint(ibv_wc_status status) {
+    switch (status) {
+      case IBV_WC_RETRY_EXC_ERR:
+        return "; the peer stopped answering (process gone, link down, or a fabric problem; "
+               "WEFT_IB_TIMEOUT / WEFT_IB_RETRY_CNT set how long to wait)";
+      case IBV_WC_RNR_RETRY_EXC_ERR:
+        return "; the peer had no receive posted";
+      case IBV_WC_REM_ACCESS_ERR:
+        return "; the peer refused the access (a buffer deregistered too early?)";
+      default:
+        return "";
+    }
+  }
+
+  ConnectionSetup setup_;
+  uint32_t nic_failures_ = 0;
+  ncclResult_t fault_ = ncclSuccess;
+  RequestPool<VerbsRequest, kMaxRequests * kMaxRecvs> pool_;
+  std::chrono::steady_clock::time_point next_peer_check_{};
+};
+
+}  // namespace weft::verbs

@@ -1,0 +1,457 @@
+#include "verbs/nic.h"
+
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+
+#include "core/cuda/cuda_driver.h"
+#include "core/sysfs.h"
+#include "verbs/gid_select.h"
+#include "weft/log.h"
+
+namespace weft::verbs {
+namespace {
+
+constexpr int kRemoteAccess =
+    IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+
+int lane_mbps(unsigned active_speed) {
+  switch (active_speed) {
+    case 1:
+      return 2500;  // SDR
+    case 2:
+      return 5000;  // DDR
+    case 4:
+      return 10000;  // QDR
+    case 8:
+      return 10000;  // FDR10
+    case 16:
+      return 14000;  // FDR
+    case 32:
+      return 25000;  // EDR
+    case 64:
+      return 50000;  // HDR
+    case 128:
+      return 100000;  // NDR
+    case 256:
+      return 200000;  // XDR
+    default:
+      return 0;
+  }
+}
+
+int lanes(uint8_t active_width) {
+  switch (active_width) {
+    case 1:
+      return 1;
+    case 2:
+      return 4;
+    case 4:
+      return 8;
+    case 8:
+      return 12;
+    case 16:
+      return 2;
+    default:
+      return 0;
+  }
+}
+
+std::string read_line(const std::string& path) {
+  std::ifstream in(path);
+  std::string line;
+  std::getline(in, line);
+  return line;
+}
+
+GidType gid_type_from_sysfs(const std::string& ibdev_path, int port, int index) {
+  std::string text = read_line(ibdev_path + "/ports/" + std::to_string(port) + "/gid_attrs/types/" +
+                               std::to_string(index));
+  if (text.find("v2") != std::string::npos) return GidType::RoceV2;
+  return GidType::RoceV1;
+}
+
+bool peer_memory_loaded() {
+  for (const char* path :
+       {"/sys/kernel/mm/memory_peers/nv_mem/version", "/sys/module/nvidia_peermem/version",
+        "/sys/module/nv_peer_mem/version"}) {
+    if (access(path, F_OK) == 0) return true;
+  }
+  return false;
+}
+
+int destroy_nothing(ibv_context*) {
+  return 0;
+}
+int dealloc_nothing(ibv_pd*) {
+  return 0;
+}
+
+}  // namespace
+
+Nic::Nic(std::shared_ptr<const Ibverbs> ibverbs, const NicOptions& options)
+    : ibverbs_(std::move(ibverbs)),
+      options_(options),
+      context_(nullptr, destroy_nothing),
+      pd_(nullptr, dealloc_nothing),
+      cache_(std::make_unique<MrCache<ibv_mr*>>(true, 65536)) {}
+
+std::unique_ptr<Nic> Nic::open(std::shared_ptr<const Ibverbs> ibverbs, ibv_device* device,
+                               const NicOptions& options, const Params& params,
+                               const cuda::Driver* cuda, std::string* reason) {
+  std::unique_ptr<Nic> nic(new Nic(ibverbs, options));
+  const IbverbsApi& api = ibverbs->api();
+  nic->context_ = VerbsPtr<ibv_context>(api.open_device(device), api.close_device);
+  if (!nic->context_) {
+    *reason = "ibv_open_device failed: " + std::string(std::strerror(errno));
+    return nullptr;
+  }
+  nic->pd_ = VerbsPtr<ibv_pd>(api.alloc_pd(nic->context_.get()), api.dealloc_pd);
+  if (!nic->pd_) {
+    *reason = "ibv_alloc_pd failed: " + std::string(std::strerror(errno));
+    return nullptr;
+  }
+  nic->cache_ = std::make_unique<MrCache<ibv_mr*>>(
+      params.mr_cache, static_cast<size_t>(params.mr_cache_max_entries));
+  nic->cuda_ = cuda;
+  if (!nic->query(params, reason)) return nullptr;
+  nic->probe_gpu(params);
+  nic->stop_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (nic->stop_fd_ < 0) {
+    *reason = "eventfd failed: " + std::string(std::strerror(errno));
+    return nullptr;
+  }
+  nic->async_thread_ = std::thread([raw = nic.get()] { raw->watch_async_events(); });
+  return nic;
+}
+
+Nic::~Nic() {
+  if (async_thread_.joinable()) {
+    stopping_.store(true, std::memory_order_release);
+    uint64_t one = 1;
+    ssize_t ignored = write(stop_fd_, &one, sizeof(one));
+    (void)ignored;
+    async_thread_.join();
+  }
+  if (stop_fd_ >= 0) ::close(stop_fd_);
+}
+
+bool Nic::query(const Params& params, std::string* reason) {
+  const IbverbsApi& api = this->api();
+  if (api.query_device(context(), &device_attr_) != 0) {
+    *reason = "ibv_query_device failed: " + std::string(std::strerror(errno));
+    return false;
+  }
+  ibv_port_attr port{};
+  if (api.query_port(context(), static_cast<uint8_t>(port_number()), &port) != 0) {
+    *reason = "ibv_query_port failed: " + std::string(std::strerror(errno));
+    return false;
+  }
+  address_.link_layer =
+      port.link_layer == IBV_LINK_LAYER_ETHERNET ? LinkLayer::Ethernet : LinkLayer::InfiniBand;
+  address_.lid = port.lid;
+  address_.active_mtu = static_cast<uint8_t>(port.active_mtu);
+  if (port.max_msg_sz > 0) max_message_size_ = port.max_msg_sz;
+
+  const std::string ibdev_path = context()->device->ibdev_path;
+  if (address_.link_layer == LinkLayer::Ethernet) {
+    std::vector<GidEntry> table;
+    for (int i = 0; i < port.gid_tbl_len; ++i) {
+      GidEntry entry;
+      entry.index = i;
+      ibv_gid_entry extended{};
+      if (api.query_gid_ex != nullptr &&
+          api.query_gid_ex(context(), static_cast<uint32_t>(port_number()),
+                           static_cast<uint32_t>(i), &extended, 0, sizeof(extended)) == 0) {
+        std::memcpy(entry.gid, extended.gid.raw, 16);
+        entry.type = extended.gid_type == IBV_GID_TYPE_ROCE_V2 ? GidType::RoceV2 : GidType::RoceV1;
+      } else {
+        ibv_gid gid{};
+        if (api.query_gid(context(), static_cast<uint8_t>(port_number()), i, &gid) != 0) continue;
+        std::memcpy(entry.gid, gid.raw, 16);
+        entry.type = gid_type_from_sysfs(ibdev_path, port_number(), i);
+      }
+      table.push_back(entry);
+    }
+    GidPolicy policy;
+    policy.index = static_cast<int>(params.ib_gid_index);
+    policy.ipv4 = params.ib_addr_family != "AF_INET6";
+    policy.roce_version = static_cast<int>(params.ib_roce_version_num);
+    if (!params.ib_addr_range.empty()) {
+      std::string error;
+      if (!parse_subnet(params.ib_addr_range, &policy.range, &error)) {
+        *reason = "WEFT_IB_ADDR_RANGE: " + error;
+        return false;
+      }
+      policy.has_range = true;
+    }
+    int index = -1;
+    if (!select_gid(table, policy, &index, reason)) return false;
+    for (const GidEntry& entry : table) {
+      if (entry.index == index) std::memcpy(address_.gid, entry.gid, 16);
+    }
+    address_.gid_index = index;
+  } else {
+    address_.gid_index = params.ib_gid_index >= 0 ? static_cast<int>(params.ib_gid_index) : 0;
+    ibv_gid gid{};
+    if (api.query_gid(context(), static_cast<uint8_t>(port_number()), address_.gid_index, &gid) ==
+        0) {
+      std::memcpy(address_.gid, gid.raw, 16);
+    }
+    if (port.lid == 0) {
+      *reason = "InfiniBand port without a LID (is a subnet manager running?)";
+      return false;
+    }
+  }
+
+  properties_.name = options_.nccl_name;
+  properties_.pci_path = sysfs::realpath_of(ibdev_path + "/device");
+  uint64_t guid = 0;
+  for (int i = 0; i < 8; ++i) {
+    guid = (guid << 8) | reinterpret_cast<const uint8_t*>(&device_attr_.node_guid)[i];
+  }
+  properties_.guid = guid;
+  properties_.port = port_number();
+  int mbps = lane_mbps(port.active_speed) * lanes(port.active_width);
+  properties_.speed_mbps = mbps > 0 ? mbps : static_cast<int>(params.default_speed_mbps);
+  properties_.latency_us = 0;
+  properties_.max_comms = device_attr_.max_qp > 0 ? device_attr_.max_qp : 65536;
+  properties_.max_recvs = kMaxRecvs;
+  uint64_t max_p2p = std::min<uint64_t>(max_message_size_, kImmSizesInFifo - 1);
+  if (params.max_p2p_bytes > 0) max_p2p = std::min<uint64_t>(max_p2p, params.max_p2p_bytes);
+  properties_.max_p2p_bytes = max_p2p;
+  properties_.reg_is_global = true;
+  properties_.force_flush = params.force_flush;
+  properties_.ptr_support = NCCL_PTR_HOST;
+  relaxed_ordering_ = params.ib_relaxed_ordering && api.reg_mr_iova2 != nullptr;
+  return true;
+}
+
+int Nic::port_number() const {
+  return options_.port;
+}
+
+void Nic::probe_gpu(const Params& params) {
+  if (cuda_ == nullptr) {
+    gpu_off_reason_ = params.gpu == "off" ? "WEFT_GPU=off" : "no usable CUDA driver";
+    return;
+  }
+  if (cuda_->device_count() == 0 || !cuda_->gdr_supported(0)) {
+    gpu_off_reason_ = "the GPU does not report GPUDirect RDMA support";
+    return;
+  }
+  bool dmabuf = false;
+  if (api().reg_dmabuf_mr != nullptr) {
+    // NCCL's probe: an invalid fd fails with EBADF where dma-buf
+    // registration exists, EOPNOTSUPP/EPROTONOSUPPORT where it does not.
+    errno = 0;
+    ibv_mr* mr = api().reg_dmabuf_mr(pd(), 0, 0, 0, -1, 0);
+    if (mr != nullptr) {
+      api().dereg_mr(mr);
+    } else {
+      dmabuf = errno != EOPNOTSUPP && errno != EPROTONOSUPPORT;
+    }
+  }
+  dmabuf = dmabuf && cuda_->dmabuf_supported(0);
+  const bool peer_memory = peer_memory_loaded();
+  if (!dmabuf && !peer_memory) {
+    gpu_off_reason_ =
+        "neither dma-buf registration nor nvidia-peermem is available (load nvidia-peermem, or "
+        "use Linux >= 5.12 with a NIC driver that supports dma-buf)";
+    return;
+  }
+  properties_.ptr_support |= NCCL_PTR_CUDA;
+  if (dmabuf && params.dmabuf) properties_.ptr_support |= NCCL_PTR_DMABUF;
+  use_dmabuf_ = dmabuf && params.dmabuf;
+}
+
+ibv_mr* Nic::register_region(void* data, size_t size, int dmabuf_fd, uint64_t offset,
+                             std::string* error) {
+  const IbverbsApi& api = this->api();
+  int access = kRemoteAccess;
+  ibv_mr* mr = nullptr;
+  errno = 0;
+  if (dmabuf_fd >= 0) {
+    mr = api.reg_dmabuf_mr(pd(), offset, size, reinterpret_cast<uint64_t>(data), dmabuf_fd, access);
+    if (mr == nullptr) *error = "ibv_reg_dmabuf_mr failed: ";
+  } else if (relaxed_ordering_) {
+    mr = api.reg_mr_iova2(pd(), data, size, reinterpret_cast<uint64_t>(data),
+                          static_cast<unsigned>(access | IBV_ACCESS_RELAXED_ORDERING));
+    if (mr == nullptr) *error = "ibv_reg_mr_iova2 failed: ";
+  } else {
+    mr = api.reg_mr(pd(), data, size, access);
+    if (mr == nullptr) *error = "ibv_reg_mr failed: ";
+  }
+  if (mr == nullptr) *error += std::strerror(errno != 0 ? errno : EINVAL);
+  return mr;
+}
+
+ncclResult_t Nic::register_memory(void* data, size_t size, int type, int dmabuf_fd,
+                                  uint64_t dmabuf_offset, MemoryHandle** out) {
+  *out = nullptr;
+  const char* kind = type == NCCL_PTR_CUDA ? "GPU" : "host";
+  if (type != NCCL_PTR_HOST && type != NCCL_PTR_CUDA) {
+    WEFT_WARN("%s: cannot register %zu bytes at %p: unsupported memory type %d", name().c_str(),
+              size, data, type);
+    return ncclInvalidArgument;
+  }
+  MrKey key = page_aligned_key(data, size, 4096);
+  key.memory_type = type;
+  int fd = -1;
+  bool owns_fd = false;
+  uint64_t offset = 0;
+  void* start = data;
+  size_t length = std::max<size_t>(size, 1);
+  if (type == NCCL_PTR_CUDA) {
+    if (!gpu_memory()) {
+      WEFT_WARN("%s: cannot register %zu bytes of GPU memory at %p: %s", name().c_str(), size, data,
+                gpu_off_reason_.c_str());
+      return ncclInvalidUsage;
+    }
+    cuda::PointerInfo info;
+    std::string error;
+    if (!cuda_->classify(data, &info, &error) || !info.device) {
+      WEFT_WARN("%s: cannot register %zu bytes at %p as GPU memory: %s", name().c_str(), size, data,
+                info.device ? error.c_str() : "CUDA does not know it as device memory");
+      return info.device ? ncclUnhandledCudaError : ncclInvalidArgument;
+    }
+    key.device = info.ordinal;
+    key.buffer_id = info.buffer_id;
+    std::string sync_error;
+    cuda_->set_sync_memops(data, &sync_error);
+    if (dmabuf_fd >= 0 && use_dmabuf_) {
+      fd = dmabuf_fd;
+      offset = dmabuf_offset;
+    } else if (use_dmabuf_) {
+      // The pages around the buffer, clipped to its allocation.
+      uintptr_t begin = std::max<uintptr_t>(key.start, info.base);
+      uintptr_t end = std::min<uintptr_t>(key.end, info.base + info.size);
+      if (!cuda_->export_dmabuf(reinterpret_cast<void*>(begin), end - begin, &fd, &error)) {
+        WEFT_WARN("%s: cannot export a dma-buf for GPU memory at %p: %s", name().c_str(), data,
+                  error.c_str());
+        return ncclUnhandledCudaError;
+      }
+      owns_fd = true;
+      key.start = begin;
+      key.end = end;
+    }
+  }
+  if (fd < 0 || owns_fd) {
+    start = reinterpret_cast<void*>(key.start);
+    length = key.end - key.start;
+  }
+  bool cacheable = fd < 0 || owns_fd;
+  if (cacheable) {
+    if (auto* entry = cache_->acquire(key)) {
+      if (owns_fd) ::close(fd);
+      auto* handle = new MemoryHandle;
+      handle->type = type;
+      handle->lkey = entry->registration->lkey;
+      handle->rkey = entry->registration->rkey;
+      handle->cache_entry = entry;
+      *out = handle;
+      return ncclSuccess;
+    }
+  }
+  std::string error;
+  ibv_mr* mr = register_region(start, length, fd, offset, &error);
+  if (owns_fd) ::close(fd);
+  if (mr == nullptr) {
+    WEFT_WARN("%s: registering %zu bytes of %s memory at %p failed: %s%s", name().c_str(), size,
+              kind, data, error.c_str(),
+              type == NCCL_PTR_CUDA
+                  ? " (is GPUDirect RDMA available: nvidia-peermem or dma-buf?)"
+                  : " (check `ulimit -l`: RDMA needs a large locked-memory limit)");
+    return ncclSystemError;
+  }
+  auto* handle = new MemoryHandle;
+  handle->type = type;
+  handle->lkey = mr->lkey;
+  handle->rkey = mr->rkey;
+  if (cacheable) handle->cache_entry = cache_->insert(key, mr);
+  if (handle->cache_entry == nullptr) handle->mr = mr;
+  *out = handle;
+  return ncclSuccess;
+}
+
+ncclResult_t Nic::deregister_memory(MemoryHandle* handle) {
+  if (handle == nullptr || handle->magic != MemoryHandle::kMagic) {
+    WEFT_WARN("%s: deregMr of %p, which is not a weft verbs registration", name().c_str(),
+              static_cast<void*>(handle));
+    return ncclInvalidArgument;
+  }
+  ibv_mr* mr = handle->mr;
+  if (handle->cache_entry != nullptr) {
+    ibv_mr* last = nullptr;
+    auto* entry = static_cast<MrCache<ibv_mr*>::Entry*>(handle->cache_entry);
+    if (cache_->release(entry, &last)) mr = last;
+  }
+  handle->magic = 0;
+  delete handle;
+  if (mr != nullptr && api().dereg_mr(mr) != 0) {
+    WEFT_WARN("%s: ibv_dereg_mr failed: %s", name().c_str(), std::strerror(errno));
+    return ncclSystemError;
+  }
+  return ncclSuccess;
+}
+
+std::string Nic::failure_text() const {
+  std::lock_guard<std::mutex> lock(failure_mutex_);
+  return failure_text_;
+}
+
+void Nic::record_failure(const std::string& text) {
+  {
+    std::lock_guard<std::mutex> lock(failure_mutex_);
+    failure_text_ = text;
+  }
+  failures_.fetch_add(1, std::memory_order_acq_rel);
+  WEFT_WARN("%s: %s; its connections fail", name().c_str(), text.c_str());
+}
+
+void Nic::watch_async_events() {
+  const IbverbsApi& api = this->api();
+  pollfd fds[2] = {{context()->async_fd, POLLIN, 0}, {stop_fd_, POLLIN, 0}};
+  while (!stopping_.load(std::memory_order_acquire)) {
+    int ready = poll(fds, 2, -1);
+    if (ready < 0) {
+      if (errno == EINTR) continue;
+      WEFT_WARN("%s: polling for async events failed: %s", name().c_str(), std::strerror(errno));
+      return;
+    }
+    if ((fds[1].revents & POLLIN) != 0) return;
+    if ((fds[0].revents & (POLLIN | POLLERR | POLLHUP)) == 0) continue;
+    ibv_async_event event{};
+    if (api.get_async_event(context(), &event) != 0) continue;
+    const char* what = api.event_type_str(event.event_type);
+    switch (event.event_type) {
+      case IBV_EVENT_PORT_ERR:
+        if (event.element.port_num == port_number()) {
+          record_failure(std::string("port ") + std::to_string(port_number()) +
+                         " went down (async event " + what + ")");
+        }
+        break;
+      case IBV_EVENT_DEVICE_FATAL:
+        record_failure(std::string("device fatal error (async event ") + what + ")");
+        break;
+      case IBV_EVENT_QP_FATAL:
+      case IBV_EVENT_QP_REQ_ERR:
+      case IBV_EVENT_QP_ACCESS_ERR:
+      case IBV_EVENT_CQ_ERR:
+      case IBV_EVENT_SRQ_ERR:
+        WEFT_WARN("%s: async event %s; the affected connection fails with its next completion",
+                  name().c_str(), what);
+        break;
+      default:
+        WEFT_INFO(NCCL_NET, "%s: async event %s", name().c_str(), what);
+        break;
+    }
+    api.ack_async_event(&event);
+  }
+}
+
+}  // namespace weft::verbs

@@ -1,0 +1,125 @@
+#include "verbs/queue_pairs.h"
+
+#include <cerrno>
+#include <cstring>
+
+namespace weft::verbs {
+namespace {
+
+std::string failed(const std::string& call) {
+  return call + " failed: " + std::strerror(errno != 0 ? errno : EINVAL);
+}
+
+}  // namespace
+
+bool QueuePairs::create(Nic& nic, int count, const QpCapacity& wanted, std::string* error) {
+  nic_ = &nic;
+  const IbverbsApi& api = nic.api();
+  const ibv_device_attr& attr = nic.device_attr();
+  QpCapacity capacity = wanted;
+  uint32_t max_wr = attr.max_qp_wr > 0 ? static_cast<uint32_t>(attr.max_qp_wr) : 1024;
+  capacity.send_wrs = std::min(capacity.send_wrs, max_wr);
+  capacity.recv_wrs = std::min(capacity.recv_wrs, max_wr);
+  int cq_entries = count * static_cast<int>(capacity.send_wrs + capacity.recv_wrs);
+  if (attr.max_cqe > 0) cq_entries = std::min(cq_entries, attr.max_cqe);
+  errno = 0;
+  cq_ = {api.create_cq(nic.context(), cq_entries, nullptr, nullptr, 0), api.destroy_cq};
+  if (!cq_) {
+    *error = failed("ibv_create_cq");
+    return false;
+  }
+  for (int i = 0; i < count; ++i) {
+    ibv_qp_init_attr init{};
+    init.send_cq = cq_.get();
+    init.recv_cq = cq_.get();
+    init.qp_type = IBV_QPT_RC;
+    init.cap.max_send_wr = capacity.send_wrs;
+    init.cap.max_recv_wr = capacity.recv_wrs;
+    init.cap.max_send_sge = 1;
+    init.cap.max_recv_sge = 1;
+    init.cap.max_inline_data = capacity.inline_bytes;
+    errno = 0;
+    ibv_qp* qp = api.create_qp(nic.pd(), &init);
+    if (qp == nullptr && capacity.inline_bytes > 0) {
+      // Some devices offer no inline data: do without.
+      init.cap.max_inline_data = 0;
+      qp = api.create_qp(nic.pd(), &init);
+    }
+    if (qp == nullptr) {
+      *error = failed("ibv_create_qp");
+      return false;
+    }
+    qps_.emplace_back(qp, api.destroy_qp);
+    capacity.inline_bytes = init.cap.max_inline_data;
+    ibv_qp_attr attr_init{};
+    attr_init.qp_state = IBV_QPS_INIT;
+    attr_init.pkey_index = 0;
+    attr_init.port_num = static_cast<uint8_t>(nic.port_number());
+    attr_init.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+    errno = 0;
+    if (api.modify_qp(qp, &attr_init,
+                      IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS) != 0) {
+      *error = failed("ibv_modify_qp(INIT)");
+      return false;
+    }
+  }
+  capacity_ = capacity;
+  return true;
+}
+
+bool QueuePairs::connect(int index, uint32_t remote_qpn, const ConnectionInfo& remote,
+                         const QpSettings& settings, std::string* error) {
+  const IbverbsApi& api = nic_->api();
+  const PortAddress& local = nic_->address();
+  ibv_qp* qp = this->qp(index);
+  if (settings.pkey_index != 0) {
+    ibv_qp_attr pkey{};
+    pkey.pkey_index = static_cast<uint16_t>(settings.pkey_index);
+    errno = 0;
+    if (api.modify_qp(qp, &pkey, IBV_QP_PKEY_INDEX) != 0) {
+      *error = failed("ibv_modify_qp(pkey index " + std::to_string(settings.pkey_index) + ")");
+      return false;
+    }
+  }
+  ibv_qp_attr rtr{};
+  rtr.qp_state = IBV_QPS_RTR;
+  rtr.path_mtu = static_cast<ibv_mtu>(std::min(local.active_mtu, remote.mtu));
+  rtr.dest_qp_num = remote_qpn;
+  rtr.rq_psn = 0;
+  rtr.max_dest_rd_atomic = 1;
+  rtr.min_rnr_timer = 12;
+  rtr.ah_attr.dlid = remote.lid;
+  rtr.ah_attr.sl = static_cast<uint8_t>(settings.service_level);
+  rtr.ah_attr.port_num = static_cast<uint8_t>(nic_->port_number());
+  if (local.link_layer == LinkLayer::Ethernet || remote.lid == 0) {
+    rtr.ah_attr.is_global = 1;
+    std::memcpy(rtr.ah_attr.grh.dgid.raw, remote.gid, 16);
+    rtr.ah_attr.grh.sgid_index = static_cast<uint8_t>(local.gid_index);
+    rtr.ah_attr.grh.hop_limit = 255;
+    rtr.ah_attr.grh.traffic_class = static_cast<uint8_t>(settings.traffic_class);
+  }
+  errno = 0;
+  if (api.modify_qp(qp, &rtr,
+                    IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+                        IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER) != 0) {
+    *error = failed("ibv_modify_qp(RTR)");
+    return false;
+  }
+  ibv_qp_attr rts{};
+  rts.qp_state = IBV_QPS_RTS;
+  rts.timeout = static_cast<uint8_t>(settings.timeout);
+  rts.retry_cnt = static_cast<uint8_t>(settings.retry_count);
+  rts.rnr_retry = 7;
+  rts.sq_psn = 0;
+  rts.max_rd_atomic = 1;
+  errno = 0;
+  if (api.modify_qp(qp, &rts,
+                    IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+                        IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC) != 0) {
+    *error = failed("ibv_modify_qp(RTS)");
+    return false;
+  }
+  return true;
+}
+
+}  // namespace weft::verbs

@@ -1,0 +1,53 @@
+// The reliable-connected queue pairs of one connection and the completion
+// queue they share: created in INIT (so receives can be posted at once),
+// then moved to RTR/RTS against the peer's connection info.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "verbs/nic.h"
+#include "verbs/wire.h"
+
+namespace weft::verbs {
+
+struct QpSettings {
+  int traffic_class = 0;
+  int service_level = 0;
+  int timeout = 20;
+  int retry_count = 7;
+  int pkey_index = 0;
+};
+
+struct QpCapacity {
+  uint32_t send_wrs = 0;
+  uint32_t recv_wrs = 0;
+  uint32_t inline_bytes = 0;
+};
+
+class QueuePairs {
+ public:
+  QueuePairs() = default;
+  QueuePairs(QueuePairs&&) = default;
+  QueuePairs& operator=(QueuePairs&&) = default;
+
+  // `count` QPs over one new CQ, in INIT. False with the failing call in *error.
+  bool create(Nic& nic, int count, const QpCapacity& wanted, std::string* error);
+  // QP `index` to RTR and RTS towards the peer's `remote_qpn` at `remote`'s address.
+  bool connect(int index, uint32_t remote_qpn, const ConnectionInfo& remote,
+               const QpSettings& settings, std::string* error);
+
+  int count() const { return static_cast<int>(qps_.size()); }
+  ibv_qp* qp(int index) const { return qps_[static_cast<size_t>(index)].get(); }
+  ibv_cq* cq() const { return cq_.get(); }
+  const QpCapacity& capacity() const { return capacity_; }
+
+ private:
+  Nic* nic_ = nullptr;
+  // Destroyed before the CQ: members go in reverse order.
+  std::unique_ptr<ibv_cq, int (*)(ibv_cq*)> cq_{nullptr, nullptr};
+  std::vector<VerbsPtr<ibv_qp>> qps_;
+  QpCapacity capacity_;
+};
+
+}  // namespace weft::verbs

@@ -1,0 +1,72 @@
+// The receiving side of a verbs connection. irecv posts a receive work
+// request on each queue pair the message will arrive on and RDMA-writes a
+// clear-to-send group (buffer address, key, size, tag per receive) into the
+// sender's FIFO; the sender's write with immediate completes it. iflush of
+// GPU memory reads one byte back through a loopback queue pair, so that the
+// data the NIC wrote is visible to the GPU before NCCL uses it.
+#pragma once
+
+#include <array>
+
+#include "verbs/comm_base.h"
+#include "verbs/side_channel.h"
+
+namespace weft::verbs {
+
+enum class FlushMode { None, Read, Cuda };
+
+struct RecvOptions {
+  QpSettings qp_settings;
+  FlushMode flush = FlushMode::Read;
+};
+
+class VerbsRecvComm final : public CommBase<RecvComm> {
+ public:
+  VerbsRecvComm(ConnectionSetup setup, const RecvOptions& options, uint32_t listen_id);
+  ~VerbsRecvComm() override;
+
+  // Starts the exchange for an accepted side channel: the queue pairs are
+  // made once the sender's info says how many.
+  bool prepare(std::string* error);
+  SetupProgress advance_setup(std::string* error);
+
+  ncclResult_t irecv(int n, void** data, const size_t* sizes, const int* tags, void** mhandles,
+                     Request** request) override;
+  ncclResult_t iflush(int n, void** data, const int* sizes, void** mhandles,
+                      Request** request) override;
+
+ private:
+  struct Control {
+    uint64_t sizes[kFifoSlots][kMaxRecvs];  // the sender writes these for groups
+    CtsEntry cts[kFifoSlots][kMaxRecvs];    // staged clear-to-send groups
+    uint8_t flush_target[64];
+  };
+  struct Slot {
+    VerbsRequest* request = nullptr;
+    uint32_t sequence = 0;
+    bool sizes_in_fifo = false;
+  };
+
+  bool connect(const ConnectionInfo& remote, ConnectionInfo* local, std::string* error);
+  bool make_flush_pair(std::string* error);
+  void on_completion(const ibv_wc& wc) override;
+  void on_data(const ibv_wc& wc);
+  bool has_pending() const override { return requests_in_flight() > 0; }
+  ncclResult_t progress() override;
+  void release_slot(VerbsRequest* request) override;
+
+  RecvOptions options_;
+  uint32_t listen_id_;
+  Control* control_ = nullptr;
+  MemoryHandle* control_region_ = nullptr;
+  ConnectionInfo remote_;
+  bool split_data_ = false;
+  uint32_t sequence_ = 0;
+  std::array<Slot, kFifoSlots> slots_;
+  SideChannelExchange exchange_;
+  QueuePairs flush_qps_;  // two queue pairs connected to each other
+  std::array<VerbsRequest*, kMaxRequests> flushes_ = {};
+  int flushes_pending_ = 0;
+};
+
+}  // namespace weft::verbs

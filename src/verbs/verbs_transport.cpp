@@ -1,0 +1,219 @@
+#include "verbs/verbs_transport.h"
+
+#include <sys/socket.h>
+
+#include <cstring>
+
+#include "core/comm_id.h"
+#include "core/cuda/cuda_driver.h"
+#include "core/handle_header.h"
+#include "verbs/gid_select.h"
+#include "verbs/listen_comm.h"
+#include "weft/log.h"
+
+namespace weft::verbs {
+namespace {
+
+std::string joined(const std::vector<std::string>& notes) {
+  std::string text;
+  for (const std::string& note : notes) text += (text.empty() ? "" : "; ") + note;
+  return text.empty() ? "no verbs devices" : text;
+}
+
+FlushMode flush_mode(const Params& params) {
+  if (params.gdr_flush == "off") return FlushMode::None;
+  if (params.gdr_flush == "cuda") return FlushMode::Cuda;
+  return FlushMode::Read;
+}
+
+}  // namespace
+
+VerbsTransport::VerbsTransport(const Params& params, DiscoveredPorts ports)
+    : params_(params), nics_(std::move(ports.nics)) {}
+
+VerbsTransport::~VerbsTransport() {
+  pending_.abandon_all([](VerbsSendComm* comm) { delete comm; });
+}
+
+ncclResult_t VerbsTransport::create(const Params& params, std::unique_ptr<Transport>* out) {
+  const cuda::Driver* cuda = params.gpu == "off" ? nullptr : cuda::Driver::shared(params.cuda_lib);
+  DiscoveredPorts ports;
+  std::string reason;
+  if (!discover_ports(params, cuda, &ports, &reason)) {
+    WEFT_WARN("verbs transport unavailable: %s", reason.c_str());
+    return ncclSystemError;
+  }
+  if (ports.nics.empty()) {
+    WEFT_WARN(
+        "verbs transport: no usable port (%s); check `ibv_devinfo`, WEFT_IB_HCA / "
+        "NCCL_IB_HCA, or use WEFT_TRANSPORT=ofi",
+        joined(ports.notes).c_str());
+    return ncclSystemError;
+  }
+  for (size_t i = 0; i < ports.nics.size(); ++i) {
+    const Nic& nic = *ports.nics[i];
+    const DeviceProperties& props = nic.properties();
+    WEFT_INFO(NCCL_INIT, "NIC %zu: %s port %d, %s, GID index %d (%s), %d Mbps, %s%s", i,
+              props.name.c_str(), props.port,
+              nic.address().link_layer == LinkLayer::Ethernet ? "RoCE" : "InfiniBand",
+              nic.address().gid_index, gid_text(nic.address().gid).c_str(), props.speed_mbps,
+              nic.gpu_memory() ? "GPU memory" : "host memory only: ",
+              nic.gpu_memory() ? (nic.dmabuf() ? " (dma-buf)" : " (peer memory)")
+                               : nic.gpu_off_reason().c_str());
+  }
+  *out = std::make_unique<VerbsTransport>(params, std::move(ports));
+  return ncclSuccess;
+}
+
+bool VerbsTransport::valid_device(int dev, const char* caller) const {
+  if (dev >= 0 && dev < device_count()) return true;
+  WEFT_WARN("%s: device %d does not exist (%d devices)", caller, dev, device_count());
+  return false;
+}
+
+ncclResult_t VerbsTransport::properties(int dev, DeviceProperties* props) const {
+  if (!valid_device(dev, "getProperties")) return ncclInvalidArgument;
+  *props = nics_[static_cast<size_t>(dev)]->properties();
+  return ncclSuccess;
+}
+
+uint32_t VerbsTransport::fingerprint(const Nic& nic) const {
+  return 0x56420000u | static_cast<uint32_t>(nic.address().link_layer);
+}
+
+QpSettings VerbsTransport::qp_settings(const Nic&, const CommConfig* config) const {
+  QpSettings settings;
+  settings.traffic_class = static_cast<int>(params_.ib_tc);
+  if (config != nullptr && config->traffic_class >= 0)
+    settings.traffic_class = config->traffic_class;
+  settings.service_level = static_cast<int>(params_.ib_sl);
+  settings.timeout = static_cast<int>(params_.ib_timeout);
+  settings.retry_count = static_cast<int>(params_.ib_retry_cnt);
+  settings.pkey_index = static_cast<int>(params_.ib_pkey);
+  return settings;
+}
+
+ncclResult_t VerbsTransport::listen(int dev, void* handle, ListenComm** listen_comm) {
+  *listen_comm = nullptr;
+  if (!valid_device(dev, "listen")) return ncclInvalidArgument;
+  std::shared_ptr<Nic> nic = nics_[static_cast<size_t>(dev)];
+  SocketAddress local;
+  std::string ifname;
+  std::string error;
+  if (!pick_local_address(params_.socket_ifname, AF_UNSPEC, &local, &ifname, &error)) {
+    WEFT_WARN("%s: no interface for the connection side channel: %s", nic->name().c_str(),
+              error.c_str());
+    return ncclSystemError;
+  }
+  std::unique_ptr<TcpListener> listener = TcpListener::open(local, &error);
+  if (!listener) {
+    WEFT_WARN("%s: cannot listen on %s: %s", nic->name().c_str(), local.text().c_str(),
+              error.c_str());
+    return ncclSystemError;
+  }
+  uint32_t listen_id = next_listen_id_.fetch_add(1) & kMaxCommId;
+  if (listen_id == 0) listen_id = next_listen_id_.fetch_add(1) & kMaxCommId;
+  ListenHandle encoded;
+  encoded.transport = TransportId::Verbs;
+  encoded.fingerprint = fingerprint(*nic);
+  encoded.listen_id = listen_id;
+  encoded.payload_size = SocketAddress::kPackedSize;
+  listener->address().pack(encoded.payload);
+  encode_handle(encoded, handle);
+  RecvOptions options;
+  options.qp_settings = qp_settings(*nic, nullptr);
+  options.flush = flush_mode(params_);
+  WEFT_INFO(NCCL_NET, "%s: listening on %s (%s)", nic->name().c_str(),
+            listener->address().text().c_str(), ifname.c_str());
+  *listen_comm = new VerbsListenComm(std::move(nic), std::move(listener), listen_id, options,
+                                     static_cast<int>(params_.close_timeout_ms));
+  return ncclSuccess;
+}
+
+ncclResult_t VerbsTransport::connect(int dev, const CommConfig& config, void* handle,
+                                     SendComm** send_comm) {
+  *send_comm = nullptr;
+  if (!valid_device(dev, "connect")) return ncclInvalidArgument;
+  std::shared_ptr<Nic> nic = nics_[static_cast<size_t>(dev)];
+  ListenHandle decoded;
+  std::string error;
+  if (!decode_handle(handle, kHandleSize, TransportId::Verbs, &decoded, &error)) {
+    WEFT_WARN("connect on %s: %s", nic->name().c_str(), error.c_str());
+    return ncclInvalidArgument;
+  }
+  if (decoded.fingerprint != fingerprint(*nic)) {
+    WEFT_WARN(
+        "connect on %s: the peer listens on a %s port, this one is %s; select matching "
+        "ports with WEFT_IB_HCA / NCCL_IB_HCA",
+        nic->name().c_str(),
+        (decoded.fingerprint & 0xff) == static_cast<uint32_t>(LinkLayer::Ethernet) ? "RoCE"
+                                                                                   : "InfiniBand",
+        nic->address().link_layer == LinkLayer::Ethernet ? "RoCE" : "InfiniBand");
+    return ncclInvalidUsage;
+  }
+  uint64_t cookie = decoded.connect_cookie;
+  std::unique_ptr<VerbsSendComm> comm = pending_.take(cookie);
+  if (!comm) {
+    SocketAddress peer;
+    if (!SocketAddress::unpack(decoded.payload, decoded.payload_size, &peer, &error)) {
+      WEFT_WARN("connect on %s: bad side-channel address in the handle: %s", nic->name().c_str(),
+                error.c_str());
+      return ncclInvalidArgument;
+    }
+    SendOptions options;
+    options.qp_count = static_cast<int>(params_.ib_qps_per_connection);
+    options.split_data = params_.ib_split_data_on_qps;
+    options.adaptive_routing = params_.ib_adaptive_routing < 0
+                                   ? nic->address().link_layer == LinkLayer::InfiniBand
+                                   : params_.ib_adaptive_routing == 1;
+    options.ar_threshold = static_cast<size_t>(params_.ib_ar_threshold);
+    options.use_inline = params_.ib_use_inline;
+    options.qp_settings = qp_settings(*nic, &config);
+    ConnectionSetup setup;
+    setup.nic = nic;
+    setup.peer_name = peer.text();
+    setup.close_timeout_ms = static_cast<int>(params_.close_timeout_ms);
+    if (!TcpStream::connect(peer, &setup.stream, &error)) {
+      WEFT_WARN("connect on %s: %s", nic->name().c_str(), error.c_str());
+      return ncclRemoteError;
+    }
+    QpCapacity capacity{static_cast<uint32_t>(kFifoSlots * (kMaxRecvs + 2) + 4), 4, 256};
+    if (!setup.qps.create(*nic, options.qp_count, capacity, &error)) {
+      WEFT_WARN("connect on %s: %s", nic->name().c_str(), error.c_str());
+      return ncclSystemError;
+    }
+    comm = std::make_unique<VerbsSendComm>(std::move(setup), options, decoded.listen_id);
+    if (!comm->prepare(&error)) {
+      WEFT_WARN("connect on %s: %s", nic->name().c_str(), error.c_str());
+      return ncclSystemError;
+    }
+    comm->connect_deadline =
+        std::chrono::steady_clock::now() + std::chrono::milliseconds(params_.connect_timeout_ms);
+    cookie = pending_.new_cookie();
+  }
+  switch (comm->advance_setup(&error)) {
+    case SetupProgress::Failed:
+      WEFT_WARN("connect on %s to %s failed: %s", nic->name().c_str(), comm->peer().c_str(),
+                error.c_str());
+      store_connect_cookie(handle, 0);
+      return ncclRemoteError;
+    case SetupProgress::Pending:
+      if (std::chrono::steady_clock::now() >= comm->connect_deadline) {
+        WEFT_WARN("connect on %s to %s: no answer within WEFT_CONNECT_TIMEOUT_MS=%lld ms",
+                  nic->name().c_str(), comm->peer().c_str(),
+                  static_cast<long long>(params_.connect_timeout_ms));
+        store_connect_cookie(handle, 0);
+        return ncclRemoteError;
+      }
+      store_connect_cookie(handle, cookie);
+      pending_.park(cookie, std::move(comm));
+      return ncclSuccess;
+    case SetupProgress::Done:
+      break;
+  }
+  store_connect_cookie(handle, 0);
+  *send_comm = comm.release();
+  return ncclSuccess;
+}
+
+}  // namespace weft::verbs

@@ -1,0 +1,46 @@
+// The native verbs transport: NCCL's devices are the active ports that
+// port_discovery found; comms connect RC queue pairs through a TCP side
+// channel whose address is in the listen handle.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <vector>
+
+#include "core/connect_cookies.h"
+#include "verbs/port_discovery.h"
+#include "verbs/recv_comm.h"
+#include "verbs/send_comm.h"
+#include "weft/params.h"
+#include "weft/transport.h"
+
+namespace weft::verbs {
+
+class VerbsTransport final : public Transport {
+ public:
+  // From ports already discovered (at least one).
+  VerbsTransport(const Params& params, DiscoveredPorts ports);
+  ~VerbsTransport() override;
+  // Discovers and opens; fails (logging what was found and what to set)
+  // when there is no usable port.
+  static ncclResult_t create(const Params& params, std::unique_ptr<Transport>* out);
+
+  const char* name() const override { return "verbs"; }
+  int device_count() const override { return static_cast<int>(nics_.size()); }
+  ncclResult_t properties(int dev, DeviceProperties* props) const override;
+  ncclResult_t listen(int dev, void* handle, ListenComm** listen_comm) override;
+  ncclResult_t connect(int dev, const CommConfig& config, void* handle,
+                       SendComm** send_comm) override;
+
+ private:
+  bool valid_device(int dev, const char* caller) const;
+  QpSettings qp_settings(const Nic& nic, const CommConfig* config) const;
+  uint32_t fingerprint(const Nic& nic) const;
+
+  Params params_;
+  std::vector<std::shared_ptr<Nic>> nics_;
+  std::atomic<uint32_t> next_listen_id_{1};
+  PendingConnects<VerbsSendComm> pending_;
+};
+
+}  // namespace weft::verbs

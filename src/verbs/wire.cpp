@@ -1,0 +1,203 @@
+#include "verbs/wire.h"
+
+#include <cstring>
+
+namespace weft::verbs {
+namespace {
+
+constexpr uint32_t kInfoMagic = 0x31435657;  // "WVC1"
+constexpr uint8_t kInfoVersion = 1;
+constexpr uint8_t kFlagSplit = 1;
+constexpr uint8_t kFlagAdaptiveRouting = 2;
+
+// Layout: 0 magic u32, 4 version u8, 5 role u8, 6 link layer u8, 7 QP count
+// u8, 8 MTU u8, 9 flags u8, 10 LID u16, 12 listen id u32, 16 GID[16],
+// 32 FIFO address u64, 40 FIFO rkey u32, 44 zero u32, 48 QPN u32 x 16,
+// 112 zero[16]. Little-endian.
+template <typename T>
+void put(uint8_t* out, size_t offset, T value) {
+  for (size_t i = 0; i < sizeof(T); ++i) {
+    out[offset + i] = static_cast<uint8_t>(static_cast<uint64_t>(value) >> (8 * i));
+  }
+}
+
+template <typename T>
+T get(const uint8_t* in, size_t offset) {
+  uint64_t value = 0;
+  for (size_t i = 0; i < sizeof(T); ++i) value |= uint64_t{in[offset + i]} << (8 * i);
+  return static_cast<T>(value);
+}
+
+bool fail(std::string* error, const std::string& text) {
+  *error = text;
+  return false;
+}
+
+const char* role_name(Role role) {
+  return role == Role::Sender ? "sender" : "receiver";
+}
+
+bool all_zero(const uint8_t* bytes, size_t size) {
+  for (size_t i = 0; i < size; ++i) {
+    if (bytes[i] != 0) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+void encode_connection_info(const ConnectionInfo& info, uint8_t out[kConnectionInfoSize]) {
+  std::memset(out, 0, kConnectionInfoSize);
+  put<uint32_t>(out, 0, kInfoMagic);
+  put<uint8_t>(out, 4, kInfoVersion);
+  put<uint8_t>(out, 5, static_cast<uint8_t>(info.role));
+  put<uint8_t>(out, 6, static_cast<uint8_t>(info.link_layer));
+  put<uint8_t>(out, 7, info.qp_count);
+  put<uint8_t>(out, 8, info.mtu);
+  put<uint8_t>(
+      out, 9,
+      (info.split_data ? kFlagSplit : 0) | (info.adaptive_routing ? kFlagAdaptiveRouting : 0));
+  put<uint16_t>(out, 10, info.lid);
+  put<uint32_t>(out, 12, info.listen_id);
+  std::memcpy(out + 16, info.gid, 16);
+  put<uint64_t>(out, 32, info.fifo_address);
+  put<uint32_t>(out, 40, info.fifo_rkey);
+  for (int q = 0; q < kMaxQpsPerConnection; ++q) put<uint32_t>(out, 48 + 4 * q, info.qpn[q]);
+}
+
+bool decode_connection_info(const uint8_t* in, size_t size, Role expected, ConnectionInfo* info,
+                            std::string* error) {
+  if (size != kConnectionInfoSize) {
+    return fail(error, "connection info of " + std::to_string(size) + " bytes, expected " +
+                           std::to_string(kConnectionInfoSize));
+  }
+  if (get<uint32_t>(in, 0) != kInfoMagic) {
+    return fail(error,
+                "not a weft verbs connection (bad magic; is the peer weft's verbs "
+                "transport, the same WEFT_TRANSPORT on every node?)");
+  }
+  if (in[4] != kInfoVersion) {
+    return fail(error, "connection info version " + std::to_string(in[4]) + ", this weft speaks " +
+                           std::to_string(kInfoVersion) + " (mixed weft versions?)");
+  }
+  ConnectionInfo decoded;
+  if (in[5] != static_cast<uint8_t>(Role::Sender) &&
+      in[5] != static_cast<uint8_t>(Role::Receiver)) {
+    return fail(error, "unknown role " + std::to_string(in[5]));
+  }
+  decoded.role = static_cast<Role>(in[5]);
+  if (decoded.role != expected) {
+    return fail(error, std::string("connection info from a ") + role_name(decoded.role) +
+                           ", expected one from a " + role_name(expected));
+  }
+  if (in[6] != static_cast<uint8_t>(LinkLayer::InfiniBand) &&
+      in[6] != static_cast<uint8_t>(LinkLayer::Ethernet)) {
+    return fail(error, "unknown link layer " + std::to_string(in[6]));
+  }
+  decoded.link_layer = static_cast<LinkLayer>(in[6]);
+  decoded.qp_count = in[7];
+  if (decoded.qp_count < 1 || decoded.qp_count > kMaxQpsPerConnection) {
+    return fail(error, "queue pair count " + std::to_string(decoded.qp_count) + ", must be 1.." +
+                           std::to_string(kMaxQpsPerConnection));
+  }
+  decoded.mtu = in[8];
+  if (decoded.mtu < 1 || decoded.mtu > 5) {
+    return fail(error, "MTU code " + std::to_string(decoded.mtu) + ", must be 1 (256) .. 5 (4096)");
+  }
+  if ((in[9] & ~(kFlagSplit | kFlagAdaptiveRouting)) != 0) {
+    return fail(error, "unknown flags " + std::to_string(in[9]));
+  }
+  decoded.split_data = (in[9] & kFlagSplit) != 0;
+  decoded.adaptive_routing = (in[9] & kFlagAdaptiveRouting) != 0;
+  decoded.lid = get<uint16_t>(in, 10);
+  decoded.listen_id = get<uint32_t>(in, 12);
+  if (decoded.listen_id == 0) return fail(error, "listen id 0");
+  std::memcpy(decoded.gid, in + 16, 16);
+  if (decoded.link_layer == LinkLayer::Ethernet && all_zero(decoded.gid, 16)) {
+    return fail(error, "RoCE peer without a GID");
+  }
+  if (decoded.link_layer == LinkLayer::InfiniBand && decoded.lid == 0 &&
+      all_zero(decoded.gid, 16)) {
+    return fail(error, "InfiniBand peer with neither LID nor GID");
+  }
+  decoded.fifo_address = get<uint64_t>(in, 32);
+  decoded.fifo_rkey = get<uint32_t>(in, 40);
+  if (decoded.fifo_address == 0) return fail(error, "FIFO address 0");
+  if (get<uint32_t>(in, 44) != 0 || !all_zero(in + 112, 16)) {
+    return fail(error, "nonzero reserved bytes");
+  }
+  for (int q = 0; q < kMaxQpsPerConnection; ++q) {
+    decoded.qpn[q] = get<uint32_t>(in, 48 + 4 * q);
+    bool used = q < decoded.qp_count;
+    if (used && (decoded.qpn[q] == 0 || decoded.qpn[q] > 0xffffff)) {
+      return fail(error, "queue pair number " + std::to_string(decoded.qpn[q]) + " at " +
+                             std::to_string(q) + " is not a 24-bit QPN");
+    }
+    if (!used && decoded.qpn[q] != 0) {
+      return fail(error, "queue pair number at " + std::to_string(q) + " beyond the count " +
+                             std::to_string(decoded.qp_count));
+    }
+  }
+  *info = decoded;
+  return true;
+}
+
+CtsState check_cts_group(const volatile CtsEntry* entries, uint32_t sequence, int* count,
+                         std::string* error) {
+  const uint32_t expected = cts_sequence(sequence);
+  if (entries[0].sequence != expected) return CtsState::NotYet;
+  const int first_count = entries[0].count;
+  if (first_count < 1 || first_count > kMaxRecvs) {
+    *error = "clear-to-send for receive " + std::to_string(sequence) + " announces " +
+             std::to_string(first_count) + " buffers (1.." + std::to_string(kMaxRecvs) + ")";
+    return CtsState::Invalid;
+  }
+  for (int i = 0; i < first_count; ++i) {
+    const volatile CtsEntry& entry = entries[i];
+    if (entry.sequence != expected) return CtsState::NotYet;  // still being written
+    const std::string where =
+        "clear-to-send entry " + std::to_string(i) + " of receive " + std::to_string(sequence);
+    if (entry.count != first_count || entry.index != i || entry.reserved != 0) {
+      *error = where + " is inconsistent (count " + std::to_string(entry.count) + ", index " +
+               std::to_string(entry.index) + ")";
+      return CtsState::Invalid;
+    }
+    if (entry.address + entry.size < entry.address) {
+      *error = where + " wraps the address space";
+      return CtsState::Invalid;
+    }
+  }
+  *count = first_count;
+  return CtsState::Ready;
+}
+
+uint32_t immediate_for(int count, size_t size, uint32_t sequence) {
+  if (count == 1 && size < kImmSizesInFifo) return static_cast<uint32_t>(size);
+  return kImmSizesInFifo | (sequence & ~kImmSizesInFifo);
+}
+
+ImmKind decode_immediate(uint32_t imm, int count, uint32_t sequence, size_t posted_size,
+                         size_t* size, std::string* error) {
+  if ((imm & kImmSizesInFifo) != 0) {
+    if ((imm & ~kImmSizesInFifo) != (sequence & ~kImmSizesInFifo)) {
+      *error = "immediate names receive " + std::to_string(imm & ~kImmSizesInFifo) + ", expected " +
+               std::to_string(sequence & ~kImmSizesInFifo);
+      return ImmKind::Invalid;
+    }
+    return ImmKind::SizesInFifo;
+  }
+  if (count != 1) {
+    *error = "immediate carries a size (" + std::to_string(imm) + ") for a group of " +
+             std::to_string(count) + " receives";
+    return ImmKind::Invalid;
+  }
+  if (imm > posted_size) {
+    *error = "message truncated: the peer sent " + std::to_string(imm) + " bytes to a receive of " +
+             std::to_string(posted_size);
+    return ImmKind::Truncated;
+  }
+  *size = imm;
+  return ImmKind::Size;
+}
+
+}  // namespace weft::verbs

@@ -1,0 +1,92 @@
+// What the verbs transport's peers exchange, and how every byte is checked:
+//
+// - ConnectionInfo, once per direction over the TCP side channel: queue pair
+//   numbers, the port's address (LID, GID), MTU and the FIFO the peer writes
+//   into (the sender's clear-to-send FIFO, the receiver's sizes FIFO).
+// - CtsEntry, written by the receiver with an RDMA write into the sender's
+//   FIFO: one per receive of a group, naming the buffer, its size and tag.
+// - The immediate of the last write of a message: the size of a single
+//   receive, or a marker that the sizes are in the receiver's sizes FIFO.
+//
+// A buggy or hostile peer cannot make weft write outside a buffer it
+// registered: the sender writes only where the receiver's CTS points (its
+// NIC checks the key and bounds), and the receiver accepts no size above
+// what it posted and no sequence it did not expect.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "weft/transport.h"
+
+namespace weft::verbs {
+
+constexpr int kMaxQpsPerConnection = 16;
+constexpr int kFifoSlots = kMaxRequests;  // one slot per request NCCL may have in flight
+
+enum class LinkLayer : uint8_t { InfiniBand = 1, Ethernet = 2 };
+enum class Role : uint8_t { Sender = 1, Receiver = 2 };
+
+struct ConnectionInfo {
+  Role role = Role::Sender;
+  LinkLayer link_layer = LinkLayer::InfiniBand;
+  uint8_t qp_count = 1;
+  uint8_t mtu = 0;  // enum ibv_mtu, 1 (256) .. 5 (4096)
+  uint16_t lid = 0;
+  uint32_t listen_id = 0;  // the listener this connects to (sender), or answers from (receiver)
+  uint8_t gid[16] = {};
+  uint32_t qpn[kMaxQpsPerConnection] = {};
+  uint64_t fifo_address = 0;  // sender: its CTS FIFO; receiver: its sizes FIFO
+  uint32_t fifo_rkey = 0;
+  bool split_data = false;        // sender's choice, adopted by the receiver
+  bool adaptive_routing = false;  // informational: the sender decides how it writes
+};
+
+constexpr size_t kConnectionInfoSize = 128;
+void encode_connection_info(const ConnectionInfo& info, uint8_t out[kConnectionInfoSize]);
+// False, with the field and value named in *error, for anything malformed,
+// or a message from the wrong role.
+bool decode_connection_info(const uint8_t* bytes, size_t size, Role expected, ConnectionInfo* info,
+                            std::string* error);
+
+// One receive of a group, as the sender finds it in its FIFO. The layout is
+// the bytes the receiver's NIC writes, so it is fixed here.
+struct CtsEntry {
+  uint64_t address;
+  uint64_t size;  // posted size
+  uint32_t rkey;
+  int32_t tag;
+  uint32_t sequence;  // the receive's sequence number + 1 (0: never written)
+  uint8_t count;      // receives in the group
+  uint8_t index;      // this entry's place in the group
+  uint16_t reserved;  // 0
+};
+static_assert(sizeof(CtsEntry) == 32, "CtsEntry is wire format");
+
+// The FIFO slot of a sequence number.
+constexpr int fifo_slot(uint32_t sequence) {
+  return static_cast<int>(sequence % kFifoSlots);
+}
+// What the entries of sequence number `sequence` carry.
+constexpr uint32_t cts_sequence(uint32_t sequence) {
+  return sequence + 1 == 0 ? 1 : sequence + 1;
+}
+
+enum class CtsState { NotYet, Ready, Invalid };
+// Reads the group at `entries` (kMaxRecvs entries, possibly still being
+// written) for `sequence`: NotYet until every entry of the group arrived,
+// Invalid (with the reason) when an entry breaks a rule.
+CtsState check_cts_group(const volatile CtsEntry* entries, uint32_t sequence, int* count,
+                         std::string* error);
+
+// The immediate of a message's last write.
+constexpr uint32_t kImmSizesInFifo = 0x80000000u;
+uint32_t immediate_for(int count, size_t size, uint32_t sequence);
+// Where the sizes come from, checked against what the receiver expects.
+// Truncated: the sender had more than was posted and wrote none of it.
+enum class ImmKind { Size, SizesInFifo, Truncated, Invalid };
+ImmKind decode_immediate(uint32_t imm, int count, uint32_t sequence, size_t posted_size,
+                         size_t* size, std::string* error);
+
+}  // namespace weft::verbs
