@@ -1,0 +1,625 @@
+// softverbs devices: configuration from the environment, GID tables, the
+// fake sysfs tree, the per-process identity and the QP registry files.
+
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <endian.h>
+#include <fcntl.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cinttypes>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "internal.h"
+
+namespace softverbs {
+
+// ------------------------------------------------------------ environment --
+long env_long(const char* name, long fallback) {
+  const char* v = std::getenv(name);
+  if (v == nullptr || *v == '\0') return fallback;
+  char* end = nullptr;
+  long x = std::strtol(v, &end, 0);
+  return (end == nullptr || *end != '\0') ? fallback : x;
+}
+
+std::string env_string(const char* name, const std::string& fallback) {
+  const char* v = std::getenv(name);
+  return (v == nullptr || *v == '\0') ? fallback : std::string(v);
+}
+
+std::vector<std::string> split(const std::string& text, char separator) {
+  std::vector<std::string> out;
+  std::string item;
+  std::istringstream in(text);
+  while (std::getline(in, item, separator)) {
+    if (!item.empty()) out.push_back(item);
+  }
+  return out;
+}
+
+// ------------------------------------------------------------- counters ---
+namespace {
+
+std::atomic<uint64_t> g_counters[kCounterCount];
+
+constexpr const char* kCounterNames[kCounterCount] = {
+    "doorbells",          "send_wrs",      "send_wrs_send", "send_wrs_send_imm", "send_wrs_write",
+    "send_wrs_write_imm", "send_wrs_read", "inline_wrs",    "signaled_wrs",      "recv_posts",
+    "recv_wrs",           "poll_calls",    "completions",   "error_completions", "bytes_written",
+    "bytes_read",         "bytes_sent",    "packets_sent",  "packets_received",  "rnr_naks_sent",
+    "rnr_naks_received",  "retransmits",
+};
+
+static_assert(sizeof(softverbs_counters) == kCounterCount * sizeof(uint64_t),
+              "softverbs_counters and Counter disagree");
+
+}  // namespace
+
+void count(Counter counter, uint64_t n) {
+  g_counters[counter].fetch_add(n, std::memory_order_relaxed);
+}
+
+void read_counters(softverbs_counters* out) {
+  uint64_t values[kCounterCount];
+  for (int i = 0; i < kCounterCount; ++i) values[i] = g_counters[i].load(std::memory_order_relaxed);
+  std::memcpy(out, values, sizeof(values));
+}
+
+void reset_counters() {
+  for (auto& c : g_counters) c.store(0, std::memory_order_relaxed);
+}
+
+std::string counters_json() {
+  std::string out = "{\"pid\":" + std::to_string(self_pid());
+  for (int i = 0; i < kCounterCount; ++i) {
+    out += ",\"";
+    out += kCounterNames[i];
+    out += "\":" + std::to_string(g_counters[i].load(std::memory_order_relaxed));
+  }
+  return out + "}";
+}
+
+// ---------------------------------------------------------------- process --
+pid_t self_pid() {
+  return getpid();
+}
+
+namespace {
+
+std::mutex g_nonce_mu;
+pid_t g_nonce_pid = 0;
+uint64_t g_nonce = 0;
+
+uint64_t fnv1a(const std::string& text, uint64_t seed = 0xcbf29ce484222325ULL) {
+  uint64_t h = seed;
+  for (unsigned char c : text) {
+    h ^= c;
+    h *= 0x100000001b3ULL;
+  }
+  return h;
+}
+
+}  // namespace
+
+uint64_t process_nonce() {
+  // Recomputed after fork: a child must not reuse its parent's names.
+  std::lock_guard<std::mutex> lock(g_nonce_mu);
+  if (g_nonce_pid != getpid()) {
+    std::random_device rd;
+    g_nonce = (static_cast<uint64_t>(rd()) << 32) ^ rd() ^ static_cast<uint64_t>(getpid());
+    g_nonce &= 0xffffffffffULL;
+    g_nonce_pid = getpid();
+  }
+  return g_nonce;
+}
+
+std::string registry_dir() {
+  std::string dir = env_string("SOFTVERBS_DIR", "/tmp/softverbs-" + std::to_string(getuid()));
+  // mkdir -p: tests point SOFTVERBS_DIR at fresh nested paths.
+  std::string partial;
+  for (const std::string& part : split(dir, '/')) {
+    partial += "/" + part;
+    if (mkdir(partial.c_str(), 0700) != 0 && errno != EEXIST) return "";
+  }
+  return dir;
+}
+
+bool pid_alive(pid_t pid) {
+  if (pid <= 0) return false;
+  return kill(pid, 0) == 0 || errno != ESRCH;
+}
+
+void remove_tree(const std::string& path) {
+  struct stat st;
+  if (lstat(path.c_str(), &st) != 0) return;
+  if (S_ISDIR(st.st_mode)) {
+    if (DIR* d = opendir(path.c_str())) {
+      std::vector<std::string> names;
+      while (dirent* e = readdir(d)) {
+        std::string name = e->d_name;
+        if (name != "." && name != "..") names.push_back(name);
+      }
+      closedir(d);
+      for (const std::string& name : names) remove_tree(path + "/" + name);
+    }
+    rmdir(path.c_str());
+  } else {
+    unlink(path.c_str());
+  }
+}
+
+// ---------------------------------------------------------------- devices --
+namespace {
+
+constexpr int kMaxDevices = 16;
+constexpr int kMaxPorts = 4;
+constexpr int kGidTableLength = 16;
+
+std::mutex g_devices_mu;
+std::vector<std::unique_ptr<Device>>* g_devices = new std::vector<std::unique_ptr<Device>>();
+std::string* g_sysfs_root = new std::string();
+pid_t g_sysfs_pid = 0;
+
+struct Interface {
+  std::string name;
+  std::vector<in_addr> ipv4;
+  std::vector<in6_addr> ipv6;
+  bool up = false;
+  bool loopback = false;
+};
+
+std::vector<Interface> interfaces() {
+  std::vector<Interface> out;
+  ifaddrs* list = nullptr;
+  if (getifaddrs(&list) != 0) return out;
+  for (ifaddrs* a = list; a != nullptr; a = a->ifa_next) {
+    auto it = std::find_if(out.begin(), out.end(),
+                           [&](const Interface& i) { return i.name == a->ifa_name; });
+    if (it == out.end()) {
+      out.push_back(Interface{a->ifa_name, {}, {}, false, false});
+      it = out.end() - 1;
+    }
+    it->up = it->up || (a->ifa_flags & IFF_UP) != 0;
+    it->loopback = it->loopback || (a->ifa_flags & IFF_LOOPBACK) != 0;
+    if (a->ifa_addr == nullptr) continue;
+    if (a->ifa_addr->sa_family == AF_INET) {
+      it->ipv4.push_back(reinterpret_cast<sockaddr_in*>(a->ifa_addr)->sin_addr);
+    } else if (a->ifa_addr->sa_family == AF_INET6) {
+      in6_addr addr = reinterpret_cast<sockaddr_in6*>(a->ifa_addr)->sin6_addr;
+      bool link_local = addr.s6_addr[0] == 0xfe && (addr.s6_addr[1] & 0xc0) == 0x80;
+      if (!link_local && !IN6_IS_ADDR_LOOPBACK(&addr)) it->ipv6.push_back(addr);
+    }
+  }
+  freeifaddrs(list);
+  return out;
+}
+
+std::string default_netdev(const std::vector<Interface>& all) {
+  for (const Interface& i : all) {
+    if (i.up && !i.loopback && !i.ipv4.empty()) return i.name;
+  }
+  return "lo";
+}
+
+ibv_gid link_local_gid(uint64_t guid) {
+  ibv_gid gid{};
+  gid.raw[0] = 0xfe;
+  gid.raw[1] = 0x80;
+  uint64_t be = htobe64(guid);
+  std::memcpy(gid.raw + 8, &be, 8);
+  return gid;
+}
+
+ibv_mtu mtu_from_env(bool ib) {
+  long v = env_long("SOFTVERBS_MTU", ib ? 4096 : 1024);
+  switch (v) {
+    case 1:
+    case 256:
+      return IBV_MTU_256;
+    case 2:
+    case 512:
+      return IBV_MTU_512;
+    case 3:
+    case 1024:
+      return IBV_MTU_1024;
+    case 4:
+    case 2048:
+      return IBV_MTU_2048;
+    default:
+      return IBV_MTU_4096;
+  }
+}
+
+std::string gid_text(const ibv_gid& gid) {
+  char out[40];
+  std::snprintf(out, sizeof(out),
+                "%02x%02x:%02x%02x:%02x%02x:%02x%02x:%02x%02x:%02x%02x:%02x%02x:%02x%02x",
+                gid.raw[0], gid.raw[1], gid.raw[2], gid.raw[3], gid.raw[4], gid.raw[5], gid.raw[6],
+                gid.raw[7], gid.raw[8], gid.raw[9], gid.raw[10], gid.raw[11], gid.raw[12],
+                gid.raw[13], gid.raw[14], gid.raw[15]);
+  return out;
+}
+
+// "100 Gb/sec (4X EDR)"
+std::string rate_text(uint8_t speed, uint8_t width) {
+  int lanes = 1;
+  const char* wname = "1X";
+  switch (width) {
+    case 2:
+      lanes = 4;
+      wname = "4X";
+      break;
+    case 4:
+      lanes = 8;
+      wname = "8X";
+      break;
+    case 8:
+      lanes = 12;
+      wname = "12X";
+      break;
+    case 16:
+      lanes = 2;
+      wname = "2X";
+      break;
+    default:
+      break;
+  }
+  double lane = 2.5;
+  const char* sname = "SDR";
+  switch (speed) {
+    case 2:
+      lane = 5;
+      sname = "DDR";
+      break;
+    case 4:
+      lane = 10;
+      sname = "QDR";
+      break;
+    case 8:
+      lane = 10;
+      sname = "FDR10";
+      break;
+    case 16:
+      lane = 14;
+      sname = "FDR";
+      break;
+    case 32:
+      lane = 25;
+      sname = "EDR";
+      break;
+    case 64:
+      lane = 50;
+      sname = "HDR";
+      break;
+    case 128:
+      lane = 100;
+      sname = "NDR";
+      break;
+    default:
+      break;
+  }
+  char out[64];
+  double rate = lane * lanes;
+  if (rate == static_cast<int>(rate)) {
+    std::snprintf(out, sizeof(out), "%d Gb/sec (%s %s)", static_cast<int>(rate), wname, sname);
+  } else {
+    std::snprintf(out, sizeof(out), "%.1f Gb/sec (%s %s)", rate, wname, sname);
+  }
+  return out;
+}
+
+void write_file(const std::string& path, const std::string& text) {
+  std::ofstream out(path, std::ios::trunc);
+  out << text;
+}
+
+void make_dirs(const std::string& path) {
+  std::string partial;
+  for (const std::string& part : split(path, '/')) {
+    partial += "/" + part;
+    mkdir(partial.c_str(), 0755);
+  }
+}
+
+std::string sysfs_root() {
+  if (g_sysfs_pid != getpid()) {
+    std::string dir = registry_dir();
+    if (dir.empty()) return "";
+    char name[64];
+    std::snprintf(name, sizeof(name), "/sys-%d-%" PRIx64, static_cast<int>(getpid()),
+                  process_nonce());
+    *g_sysfs_root = dir + name;
+    g_sysfs_pid = getpid();
+  }
+  return *g_sysfs_root;
+}
+
+void write_sysfs(const DeviceInfo& info, const std::string& dir) {
+  remove_tree(dir);
+  make_dirs(dir);
+  uint64_t g = info.node_guid;
+  char guid[32];
+  std::snprintf(guid, sizeof(guid), "%04x:%04x:%04x:%04x\n", static_cast<unsigned>(g >> 48),
+                static_cast<unsigned>((g >> 32) & 0xffff),
+                static_cast<unsigned>((g >> 16) & 0xffff), static_cast<unsigned>(g & 0xffff));
+  write_file(dir + "/node_guid", guid);
+  write_file(dir + "/sys_image_guid", guid);
+  write_file(dir + "/node_type", "1: CA\n");
+  write_file(dir + "/fw_ver", "softverbs 1.0\n");
+  if (!info.pci_path.empty()) symlink(info.pci_path.c_str(), (dir + "/device").c_str());
+  for (size_t p = 1; p <= info.ports.size(); ++p) {
+    const PortInfo& port = info.ports[p - 1];
+    std::string pdir = dir + "/ports/" + std::to_string(p);
+    make_dirs(pdir + "/gids");
+    make_dirs(pdir + "/gid_attrs/types");
+    make_dirs(pdir + "/gid_attrs/ndevs");
+    write_file(pdir + "/rate", rate_text(info.speed, info.width) + "\n");
+    write_file(pdir + "/link_layer", info.ib ? "InfiniBand\n" : "Ethernet\n");
+    char lid[16];
+    std::snprintf(lid, sizeof(lid), "0x%x\n", port.lid);
+    write_file(pdir + "/lid", lid);
+    write_file(pdir + "/state", "4: ACTIVE\n");
+    write_file(pdir + "/phys_state", "5: LinkUp\n");
+    for (size_t i = 0; i < port.gids.size(); ++i) {
+      const GidSlot& slot = port.gids[i];
+      std::string index = std::to_string(i);
+      write_file(pdir + "/gids/" + index, gid_text(slot.gid) + "\n");
+      if (!slot.valid) continue;
+      write_file(pdir + "/gid_attrs/types/" + index,
+                 slot.type == IBV_GID_TYPE_ROCE_V2 ? "RoCE v2\n" : "IB/RoCE v1\n");
+      if (!info.ib) write_file(pdir + "/gid_attrs/ndevs/" + index, info.netdev + "\n");
+    }
+  }
+}
+
+}  // namespace
+
+std::vector<Device*> scan_devices() {
+  std::lock_guard<std::mutex> lock(g_devices_mu);
+  int count = static_cast<int>(std::clamp(env_long("SOFTVERBS_DEVICES", 1), 0L, long{kMaxDevices}));
+  int ports = static_cast<int>(std::clamp(env_long("SOFTVERBS_PORTS", 1), 1L, long{kMaxPorts}));
+  bool ib = env_string("SOFTVERBS_LINK", "eth") == "ib";
+  std::vector<Interface> all = interfaces();
+  std::vector<std::string> netdevs = split(env_string("SOFTVERBS_NETDEV", ""), ',');
+  std::vector<std::string> pci_paths = split(env_string("SOFTVERBS_PCI_PATHS", ""), ',');
+  std::string node_id = env_string("SOFTVERBS_NODE_ID", "");
+  if (node_id.empty()) {
+    char host[256] = {};
+    gethostname(host, sizeof(host) - 1);
+    node_id = host;
+  }
+  std::string root = sysfs_root();
+  std::vector<Device*> out;
+  for (int i = 0; i < count; ++i) {
+    auto device = std::make_unique<Device>();
+    DeviceInfo& info = device->info;
+    info.index = i;
+    info.name = "softverbs" + std::to_string(i);
+    info.ib = ib;
+    // Stable per host and index; locally administered, never zero.
+    uint64_t h = fnv1a(node_id + "#" + std::to_string(i));
+    info.node_guid = (h & 0x0000ffffffffff00ULL) | 0x0200000000000000ULL | 0x10;
+    if (netdevs.empty()) {
+      info.netdev = default_netdev(all);
+    } else {
+      info.netdev = netdevs[std::min<size_t>(i, netdevs.size() - 1)];
+    }
+    info.ifindex = if_nametoindex(info.netdev.c_str());
+    info.speed = static_cast<uint8_t>(env_long("SOFTVERBS_SPEED", 32));
+    info.width = static_cast<uint8_t>(env_long("SOFTVERBS_WIDTH", 2));
+    info.mtu = mtu_from_env(ib);
+    if (static_cast<size_t>(i) < pci_paths.size()) info.pci_path = pci_paths[i];
+    info.pci_path = env_string(("SOFTVERBS_PCI_PATH_" + std::to_string(i)).c_str(), info.pci_path);
+    const Interface* netdev = nullptr;
+    for (const Interface& x : all) {
+      if (x.name == info.netdev) netdev = &x;
+    }
+    for (int p = 1; p <= ports; ++p) {
+      PortInfo port;
+      uint64_t port_guid = info.node_guid + static_cast<uint64_t>(p - 1);
+      std::vector<GidSlot> gids;
+      if (ib) {
+        // Distinct per device and port of this host.
+        port.lid = static_cast<uint16_t>(1 + fnv1a(node_id) % 0x8000 + i * kMaxPorts + (p - 1));
+        gids.push_back(GidSlot{link_local_gid(port_guid), IBV_GID_TYPE_IB, true});
+      } else {
+        auto add = [&](const ibv_gid& gid) {
+          gids.push_back(GidSlot{gid, IBV_GID_TYPE_ROCE_V1, true});
+          gids.push_back(GidSlot{gid, IBV_GID_TYPE_ROCE_V2, true});
+        };
+        add(link_local_gid(port_guid));
+        if (netdev != nullptr) {
+          for (const in_addr& a : netdev->ipv4) {
+            ibv_gid gid{};
+            gid.raw[10] = 0xff;
+            gid.raw[11] = 0xff;
+            std::memcpy(gid.raw + 12, &a, 4);
+            add(gid);
+          }
+          for (const in6_addr& a : netdev->ipv6) {
+            ibv_gid gid{};
+            std::memcpy(gid.raw, &a, 16);
+            add(gid);
+          }
+        }
+      }
+      gids.resize(std::max<size_t>(gids.size(), kGidTableLength));
+      port.gids = std::move(gids);
+      info.ports.push_back(std::move(port));
+    }
+    ibv_device& dev = device->handle.verbs;
+    device->handle.owner = device.get();
+    dev.node_type = IBV_NODE_CA;
+    dev.transport_type = IBV_TRANSPORT_IB;
+    std::snprintf(dev.name, sizeof(dev.name), "%s", info.name.c_str());
+    std::snprintf(dev.dev_name, sizeof(dev.dev_name), "uverbs%d", i);
+    if (!root.empty()) {
+      std::string dir = root + "/" + info.name;
+      write_sysfs(info, dir);
+      std::snprintf(dev.ibdev_path, sizeof(dev.ibdev_path), "%s", dir.c_str());
+      std::snprintf(dev.dev_path, sizeof(dev.dev_path), "%s/uverbs%d", root.c_str(), i);
+    }
+    out.push_back(device.get());
+    g_devices->push_back(std::move(device));
+  }
+  return out;
+}
+
+void write_port_state(const DeviceInfo& info, int port, bool up) {
+  std::lock_guard<std::mutex> lock(g_devices_mu);
+  std::string root = sysfs_root();
+  if (root.empty()) return;
+  std::string pdir = root + "/" + info.name + "/ports/" + std::to_string(port);
+  write_file(pdir + "/state", up ? "4: ACTIVE\n" : "1: DOWN\n");
+  write_file(pdir + "/phys_state", up ? "5: LinkUp\n" : "3: Disabled\n");
+}
+
+void remove_sysfs() {
+  std::lock_guard<std::mutex> lock(g_devices_mu);
+  if (g_sysfs_pid == getpid() && !g_sysfs_root->empty()) remove_tree(*g_sysfs_root);
+  g_sysfs_pid = 0;
+}
+
+// -------------------------------------------------------------- registry ---
+namespace {
+
+std::string qp_file(uint32_t qpn) {
+  return registry_dir() + "/qp-" + std::to_string(qpn);
+}
+
+bool parse_remote(const std::string& text, RemoteQp* out) {
+  std::istringstream in(text);
+  std::string line;
+  bool have_pid = false;
+  bool have_nic = false;
+  while (std::getline(in, line)) {
+    std::istringstream fields(line);
+    std::string key;
+    fields >> key;
+    if (key == "pid") {
+      fields >> out->pid;
+      have_pid = true;
+    } else if (key == "nic") {
+      fields >> out->nic;
+      have_nic = !out->nic.empty();
+    } else if (key == "link") {
+      std::string link;
+      fields >> link;
+      out->ib = link == "ib";
+    } else if (key == "port") {
+      RemotePort port;
+      fields >> port.port >> port.lid;
+      std::string hex;
+      while (fields >> hex) {
+        if (hex.size() != 32) continue;
+        ibv_gid gid{};
+        for (int i = 0; i < 16; ++i) {
+          gid.raw[i] =
+              static_cast<uint8_t>(std::strtoul(hex.substr(2 * i, 2).c_str(), nullptr, 16));
+        }
+        port.gids.push_back(gid);
+      }
+      out->ports.push_back(std::move(port));
+    }
+  }
+  return have_pid && have_nic;
+}
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+}  // namespace
+
+uint32_t registry_create_qp(const std::string& nic_path, const DeviceInfo& device) {
+  std::string dir = registry_dir();
+  if (dir.empty()) return 0;
+  std::string text = "pid " + std::to_string(getpid()) + "\nnic " + nic_path + "\nlink " +
+                     (device.ib ? "ib" : "eth") + "\n";
+  for (size_t p = 1; p <= device.ports.size(); ++p) {
+    const PortInfo& port = device.ports[p - 1];
+    text += "port " + std::to_string(p) + " " + std::to_string(port.lid);
+    for (const GidSlot& slot : port.gids) {
+      if (!slot.valid) continue;
+      char hex[33];
+      for (int i = 0; i < 16; ++i) std::snprintf(hex + 2 * i, 3, "%02x", slot.gid.raw[i]);
+      text += " ";
+      text += hex;
+    }
+    text += "\n";
+  }
+  // QP numbers are 24 bits; start each process somewhere else so that
+  // collisions (and their file reads) stay rare.
+  static std::atomic<uint32_t> cursor{0};
+  uint32_t expected = 0;
+  cursor.compare_exchange_strong(
+      expected, 0x100 + static_cast<uint32_t>((process_nonce() * 2654435761ULL) % 0xfffe00));
+  for (int attempt = 0; attempt < (1 << 16); ++attempt) {
+    uint32_t qpn = cursor.fetch_add(1);
+    qpn = 0x100 + (qpn - 0x100) % 0xfffe00;
+    std::string path = dir + "/qp-" + std::to_string(qpn);
+    int fd = open(path.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0644);
+    if (fd < 0) {
+      if (errno != EEXIST) return 0;
+      RemoteQp other;
+      if (parse_remote(read_text(path), &other) && !pid_alive(other.pid)) {
+        unlink(path.c_str());
+        fd = open(path.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0644);
+      }
+      if (fd < 0) continue;
+    }
+    bool ok = write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+    close(fd);
+    if (ok) return qpn;
+    unlink(path.c_str());
+    return 0;
+  }
+  return 0;
+}
+
+void registry_remove_qp(uint32_t qpn) {
+  unlink(qp_file(qpn).c_str());
+}
+
+bool registry_read_qp(uint32_t qpn, RemoteQp* out) {
+  return parse_remote(read_text(qp_file(qpn)), out);
+}
+
+void registry_reclaim() {
+  std::string dir = registry_dir();
+  if (dir.empty()) return;
+  DIR* d = opendir(dir.c_str());
+  if (d == nullptr) return;
+  std::vector<std::string> names;
+  while (dirent* e = readdir(d)) names.push_back(e->d_name);
+  closedir(d);
+  for (const std::string& name : names) {
+    int pid = 0;
+    if (name.rfind("qp-", 0) == 0) {
+      RemoteQp other;
+      if (parse_remote(read_text(dir + "/" + name), &other) && !pid_alive(other.pid)) {
+        unlink((dir + "/" + name).c_str());
+      }
+    } else if (std::sscanf(name.c_str(), "nic-%d-", &pid) == 1 ||
+               std::sscanf(name.c_str(), "sys-%d-", &pid) == 1) {
+      if (!pid_alive(pid)) remove_tree(dir + "/" + name);
+    }
+  }
+}
+
+}  // namespace softverbs
