@@ -192,6 +192,7 @@ class CommBase : public Interface, public RequestHost {
     auto now = std::chrono::steady_clock::now();
     if (now < next_peer_check_) return ncclSuccess;
     next_peer_check_ = now + std::chrono::milliseconds(200);
+    nic().poll_async_events();
     // Whatever the peer completed before it left is in the queue already,
     // and the queue was just found empty.
     if (has_pending() && setup_.stream.valid() && setup_.stream.peer_closed()) {

@@ -1,7 +1,7 @@
 #include "verbs/nic.h"
 
+#include <fcntl.h>
 #include <poll.h>
-#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -120,25 +120,16 @@ std::unique_ptr<Nic> Nic::open(std::shared_ptr<const Ibverbs> ibverbs, ibv_devic
   nic->cuda_ = cuda;
   if (!nic->query(params, reason)) return nullptr;
   nic->probe_gpu(params);
-  nic->stop_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-  if (nic->stop_fd_ < 0) {
-    *reason = "eventfd failed: " + std::string(std::strerror(errno));
+  int fd = nic->context()->async_fd;
+  int flags = fcntl(fd, F_GETFL);
+  if (flags < 0 || fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0) {
+    *reason = "cannot make the async event fd non-blocking: " + std::string(std::strerror(errno));
     return nullptr;
   }
-  nic->async_thread_ = std::thread([raw = nic.get()] { raw->watch_async_events(); });
   return nic;
 }
 
-Nic::~Nic() {
-  if (async_thread_.joinable()) {
-    stopping_.store(true, std::memory_order_release);
-    uint64_t one = 1;
-    ssize_t ignored = write(stop_fd_, &one, sizeof(one));
-    (void)ignored;
-    async_thread_.join();
-  }
-  if (stop_fd_ >= 0) ::close(stop_fd_);
-}
+Nic::~Nic() = default;
 
 bool Nic::query(const Params& params, std::string* reason) {
   const IbverbsApi& api = this->api();
@@ -413,44 +404,41 @@ void Nic::record_failure(const std::string& text) {
   WEFT_WARN("%s: %s; its connections fail", name().c_str(), text.c_str());
 }
 
-void Nic::watch_async_events() {
-  const IbverbsApi& api = this->api();
-  pollfd fds[2] = {{context()->async_fd, POLLIN, 0}, {stop_fd_, POLLIN, 0}};
-  while (!stopping_.load(std::memory_order_acquire)) {
-    int ready = poll(fds, 2, -1);
-    if (ready < 0) {
-      if (errno == EINTR) continue;
-      WEFT_WARN("%s: polling for async events failed: %s", name().c_str(), std::strerror(errno));
-      return;
-    }
-    if ((fds[1].revents & POLLIN) != 0) return;
-    if ((fds[0].revents & (POLLIN | POLLERR | POLLHUP)) == 0) continue;
+void Nic::poll_async_events() {
+  std::unique_lock<std::mutex> lock(async_mutex_, std::try_to_lock);
+  if (!lock.owns_lock()) return;
+  pollfd fd{context()->async_fd, POLLIN, 0};
+  while (poll(&fd, 1, 0) > 0 && (fd.revents & POLLIN) != 0) {
     ibv_async_event event{};
-    if (api.get_async_event(context(), &event) != 0) continue;
-    const char* what = api.event_type_str(event.event_type);
-    switch (event.event_type) {
-      case IBV_EVENT_PORT_ERR:
-        if (event.element.port_num == port_number()) {
-          record_failure(std::string("port ") + std::to_string(port_number()) +
-                         " went down (async event " + what + ")");
-        }
-        break;
-      case IBV_EVENT_DEVICE_FATAL:
-        record_failure(std::string("device fatal error (async event ") + what + ")");
-        break;
-      case IBV_EVENT_QP_FATAL:
-      case IBV_EVENT_QP_REQ_ERR:
-      case IBV_EVENT_QP_ACCESS_ERR:
-      case IBV_EVENT_CQ_ERR:
-      case IBV_EVENT_SRQ_ERR:
-        WEFT_WARN("%s: async event %s; the affected connection fails with its next completion",
-                  name().c_str(), what);
-        break;
-      default:
-        WEFT_INFO(NCCL_NET, "%s: async event %s", name().c_str(), what);
-        break;
-    }
-    api.ack_async_event(&event);
+    if (api().get_async_event(context(), &event) != 0) return;
+    handle_async_event(event);
+    api().ack_async_event(&event);
+  }
+}
+
+void Nic::handle_async_event(const ibv_async_event& event) {
+  const char* what = api().event_type_str(event.event_type);
+  switch (event.event_type) {
+    case IBV_EVENT_PORT_ERR:
+      if (event.element.port_num == port_number()) {
+        record_failure("port " + std::to_string(port_number()) + " went down (async event " + what +
+                       ")");
+      }
+      break;
+    case IBV_EVENT_DEVICE_FATAL:
+      record_failure(std::string("device fatal error (async event ") + what + ")");
+      break;
+    case IBV_EVENT_QP_FATAL:
+    case IBV_EVENT_QP_REQ_ERR:
+    case IBV_EVENT_QP_ACCESS_ERR:
+    case IBV_EVENT_CQ_ERR:
+    case IBV_EVENT_SRQ_ERR:
+      WEFT_WARN("%s: async event %s; the affected connection fails with its next completion",
+                name().c_str(), what);
+      break;
+    default:
+      WEFT_INFO(NCCL_NET, "%s: async event %s", name().c_str(), what);
+      break;
   }
 }
 

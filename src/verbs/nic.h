@@ -1,7 +1,8 @@
 // One active port of a verbs device, opened: its context, protection
 // domain, address (LID, GID), properties for NCCL, registration cache and
-// the thread that turns the device's fatal async events into errors for
-// the comms using it. Shared by every comm on that port.
+// its async events, read by the comms while they wait (no thread: NCCL may
+// unload the plugin without calling finalize, v6..v10 have none), fatal
+// ones turned into errors. Shared by every comm on that port.
 #pragma once
 
 #include <atomic>
@@ -9,7 +10,6 @@
 #include <memory>
 #include <mutex>
 #include <string>
-#include <thread>
 
 #include "core/mr_cache.h"
 #include "verbs/ibverbs_api.h"
@@ -84,6 +84,9 @@ class Nic {
   ncclResult_t deregister_memory(MemoryHandle* handle);
   MrCacheStats cache_stats() const { return cache_->stats(); }
 
+  // Reads the async events queued now, without blocking; several comms may
+  // call it at once (one reads, the others return).
+  void poll_async_events();
   // Fatal events seen so far (port down, device fatal); a comm compares
   // with what it saw at creation.
   uint32_t failures() const { return failures_.load(std::memory_order_acquire); }
@@ -95,7 +98,7 @@ class Nic {
   void probe_gpu(const Params& params);
   ibv_mr* register_region(void* data, size_t size, int dmabuf_fd, uint64_t offset,
                           std::string* error);
-  void watch_async_events();
+  void handle_async_event(const ibv_async_event& event);
   void record_failure(const std::string& text);
 
   std::shared_ptr<const Ibverbs> ibverbs_;
@@ -115,9 +118,7 @@ class Nic {
   std::atomic<uint32_t> failures_{0};
   mutable std::mutex failure_mutex_;
   std::string failure_text_;
-  std::atomic<bool> stopping_{false};
-  int stop_fd_ = -1;  // eventfd that wakes the async-event thread
-  std::thread async_thread_;
+  std::mutex async_mutex_;
 };
 
 }  // namespace weft::verbs

@@ -58,8 +58,10 @@ bool VerbsRecvComm::connect(const ConnectionInfo& remote, ConnectionInfo* local,
   remote_ = remote;
   split_data_ = remote.split_data;
   // Per queue pair: a receive per message in flight, and the clear-to-send
-  // writes (signaled every half FIFO, so the send queue never fills).
-  QpCapacity capacity{kFifoSlots + 4, kFifoSlots + 4, 256};
+  // writes. Those are signaled one in 8: a send-queue entry comes back only
+  // when a later signaled completion is polled, so up to 7 entries of
+  // earlier rounds plus a whole FIFO of new ones may be held.
+  QpCapacity capacity{2 * kFifoSlots + 8, kFifoSlots + 4, 256};
   if (!qps().create(nic(), remote.qp_count, capacity, error)) return false;
   for (int q = 0; q < qps().count(); ++q) {
     if (!qps().connect(q, remote.qpn[q], remote, options_.qp_settings, error)) return false;
@@ -151,7 +153,7 @@ ncclResult_t VerbsRecvComm::irecv(int n, void** data, const size_t* sizes, const
   if (sge.length <= qps().capacity().inline_bytes) wr.send_flags = IBV_SEND_INLINE;
   // Unsignaled writes hold their send-queue entries until a later signaled
   // one completes.
-  if (sequence_ % (kFifoSlots / 2) == 0) wr.send_flags |= IBV_SEND_SIGNALED;
+  if (sequence_ % 8 == 0) wr.send_flags |= IBV_SEND_SIGNALED;
   ibv_send_wr* bad = nullptr;
   int rc = ibv_post_send(qps().qp(0), &wr, &bad);
   if (rc != 0) {
