@@ -215,7 +215,7 @@ bool Nic::query(const Params& params, std::string* reason) {
   uint64_t max_p2p = std::min<uint64_t>(max_message_size_, kImmSizesInFifo - 1);
   if (params.max_p2p_bytes > 0) max_p2p = std::min<uint64_t>(max_p2p, params.max_p2p_bytes);
   properties_.max_p2p_bytes = max_p2p;
-  properties_.reg_is_global = true;
+  properties_.reg_is_global = params.mr_cache;
   properties_.force_flush = params.force_flush;
   properties_.ptr_support = NCCL_PTR_HOST;
   relaxed_ordering_ = params.ib_relaxed_ordering && api.reg_mr_iova2 != nullptr;

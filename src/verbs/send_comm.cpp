@@ -117,13 +117,10 @@ ncclResult_t VerbsSendComm::isend(void* data, size_t size, int tag, void* mhandl
   for (int i = 0; i < slot.count && match < 0; ++i) {
     if ((slot.taken_mask & (1u << i)) == 0 && slot.entries[i].tag == tag) match = i;
   }
-  if (match < 0) {
-    WEFT_WARN(
-        "%s: isend with tag %d to %s matches none of the %d receives the peer posted for "
-        "message %u",
-        nic().name().c_str(), tag, peer_name().c_str(), slot.count, sequence_);
-    return ncclInvalidUsage;
-  }
+  // Not this message's receive (yet): NCCL posts sends in the receives'
+  // order, so this send waits for a later clear-to-send, as with NCCL's
+  // own IB transport.
+  if (match < 0) return check_health();
   VerbsRequest* req = acquire_request(1);
   if (req == nullptr) return ncclSuccess;  // NCCL tries again
   req->slot = s;
