@@ -1,0 +1,138 @@
+// Faults injected into softverbs (../softverbs) end in the right error
+// from test() within a bounded time, on the rank that suffers them, and the
+// peer rank ends too (error or success, never a hang); nothing crashes.
+//   WEFT_TEST_FAULT       NAME=VALUE set in the faulty rank before init
+//                         (a SOFTVERBS_FAULT_* knob), or "kill": the faulty
+//                         rank exits right after connecting
+//   WEFT_TEST_FAULT_RANK  sender | receiver
+//   WEFT_TEST_FAULT_EXPECT remote | system | ok: test()'s first result there
+//                         (with "kill": on the surviving rank)
+//   WEFT_TEST_FAULT_DELAY_MS  the sender waits this long before sending
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <cstdlib>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "net_ops.h"
+#include "pattern.h"
+#include "two_rank.h"
+
+using namespace weft;
+using namespace weft::ft;
+
+namespace {
+
+constexpr int kMessages = 16;
+constexpr size_t kSize = 256 << 10;
+constexpr auto kBound = std::chrono::seconds(20);
+
+std::string env_or(const char* name, const char* fallback) {
+  const char* value = std::getenv(name);
+  return value != nullptr ? value : fallback;
+}
+
+ncclResult_t expected_result() {
+  std::string expect = env_or("WEFT_TEST_FAULT_EXPECT", "remote");
+  if (expect == "ok") return ncclSuccess;
+  return expect == "system" ? ncclSystemError : ncclRemoteError;
+}
+
+// Posts everything, then tests each request until done or failed; returns
+// the first error (ncclSuccess when all finished), within kBound.
+ncclResult_t run_side(NetClient& c, void* comm, bool sender, std::vector<Buffer>& buffers,
+                      std::vector<void*>& mhandles) {
+  auto deadline = std::chrono::steady_clock::now() + kBound;
+  std::vector<void*> requests(kMessages, nullptr);
+  ncclResult_t first = ncclSuccess;
+  for (int i = 0; i < kMessages && first == ncclSuccess; ++i) {
+    while (requests[i] == nullptr) {
+      void* data = buffers[i].data();
+      size_t size = kSize;
+      int tag = i;
+      ncclResult_t res = sender ? c.isend(comm, data, size, tag, mhandles[i], &requests[i])
+                                : c.irecv(comm, 1, &data, &size, &tag, &mhandles[i], &requests[i]);
+      if (res != ncclSuccess) {
+        first = res;
+        break;
+      }
+      FT_REQUIRE(std::chrono::steady_clock::now() < deadline,
+                 (sender ? "isend " : "irecv ") << i << " never accepted within the bound");
+    }
+  }
+  for (int i = 0; i < kMessages; ++i) {
+    while (requests[i] != nullptr) {
+      int done = 0;
+      int sizes[8] = {};
+      ncclResult_t res = c.test(requests[i], &done, sizes);
+      if (res != ncclSuccess) {
+        if (first == ncclSuccess) first = res;
+        requests[i] = nullptr;
+        break;
+      }
+      if (done) {
+        requests[i] = nullptr;
+        if (!sender) check_received(buffers[i].data(), sizes[0], kSize, pattern_seed(9, i), "msg");
+        break;
+      }
+      FT_REQUIRE(std::chrono::steady_clock::now() < deadline,
+                 "request " << i << " neither finished nor failed within " << kBound.count()
+                            << " s (a hang)");
+    }
+  }
+  return first;
+}
+
+void side(Rank& rk, bool sender) {
+  const std::string fault = env_or("WEFT_TEST_FAULT", "");
+  const bool faulty = env_or("WEFT_TEST_FAULT_RANK", "sender") == (sender ? "sender" : "receiver");
+  if (faulty && fault != "kill" && !fault.empty()) {
+    size_t eq = fault.find('=');
+    setenv(fault.substr(0, eq).c_str(), fault.substr(eq + 1).c_str(), 1);
+  }
+  auto c = open_plugin(12);
+  const int dev = test_device(*c);
+  void* comm = sender ? send_side_connect(*c, dev, *rk.peer) : recv_side_connect(*c, dev, *rk.peer);
+  if (faulty && fault == "kill") _exit(0);  // vanishes without closing anything
+  std::vector<Buffer> buffers;
+  std::vector<void*> mhandles;
+  for (int i = 0; i < kMessages; ++i) {
+    buffers.emplace_back(kSize);
+    if (sender) fill_pattern(buffers.back().data(), kSize, pattern_seed(9, i));
+  }
+  for (auto& buffer : buffers) {
+    void* mh = nullptr;
+    FT_OK(c->reg_mr(comm, buffer.data(), kSize, NCCL_PTR_HOST, &mh));
+    mhandles.push_back(mh);
+  }
+  if (sender) {
+    int delay = std::atoi(env_or("WEFT_TEST_FAULT_DELAY_MS", "0").c_str());
+    std::this_thread::sleep_for(std::chrono::milliseconds(delay));
+  }
+  ncclResult_t result = run_side(*c, comm, sender, buffers, mhandles);
+  // A killed rank cannot report: its survivor must see the error.
+  if (faulty || fault == "kill") {
+    FT_REQUIRE(result == expected_result(), "the " << (faulty ? "faulty " : "surviving ")
+                                                   << (sender ? "sender" : "receiver") << " got "
+                                                   << result << ", expected " << expected_result());
+  }
+  for (void* mh : mhandles) c->dereg_mr(comm, mh);
+  if (sender) {
+    c->close_send(comm);
+  } else {
+    c->close_recv(comm);
+  }
+  FT_OK(c->finalize());
+}
+
+}  // namespace
+
+TEST_CASE("an injected fault ends in the right error, bounded, on both ranks", "[fault]") {
+  INFO("fault " << env_or("WEFT_TEST_FAULT", "(none)") << " on the "
+                << env_or("WEFT_TEST_FAULT_RANK", "sender"));
+  auto r = run_two([&](Rank& rk) { side(rk, false); }, [&](Rank& rk) { side(rk, true); });
+  REQUIRE_RANKS(r);
+}
