@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cinttypes>
+#include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -47,6 +48,17 @@ std::vector<std::string> split(const std::string& text, char separator) {
     if (!item.empty()) out.push_back(item);
   }
   return out;
+}
+
+void log(const char* format, ...) {
+  static const bool on = env_long("SOFTVERBS_LOG", 0) != 0;
+  if (!on) return;
+  char line[512];
+  va_list ap;
+  va_start(ap, format);
+  std::vsnprintf(line, sizeof(line), format, ap);
+  va_end(ap);
+  std::fprintf(stderr, "softverbs[%d]: %s\n", static_cast<int>(getpid()), line);
 }
 
 // ------------------------------------------------------------- counters ---

@@ -34,6 +34,8 @@ using Clock = std::chrono::steady_clock;
 long env_long(const char* name, long fallback);
 std::string env_string(const char* name, const std::string& fallback);
 std::vector<std::string> split(const std::string& text, char separator);
+// SOFTVERBS_LOG=1: a line on stderr per control-path event.
+void log(const char* format, ...) __attribute__((format(printf, 1, 2)));
 
 // ------------------------------------------------------------- counters ---
 // In the order of struct softverbs_counters.

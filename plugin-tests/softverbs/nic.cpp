@@ -11,6 +11,7 @@
 // the target memory without staging when they are large.
 
 #include <fcntl.h>
+#include <pthread.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
@@ -193,7 +194,11 @@ std::unique_ptr<Nic> Nic::start() {
   nic->fault_rnr_left_ = std::max(0L, env_long("SOFTVERBS_FAULT_RNR", 0));
 
   Nic* raw = nic.get();
-  nic->thread_ = std::thread([raw] { raw->run(); });
+  nic->thread_ = std::thread([raw] {
+    pthread_setname_np(pthread_self(), "softverbs-nic");
+    raw->run();
+  });
+  log("NIC started: %s", nic->path_.c_str());
   return nic;
 }
 
@@ -214,6 +219,7 @@ Nic::~Nic() {
   if (epoll_fd_ >= 0) close(epoll_fd_);
   if (doorbell_fd_ >= 0) close(doorbell_fd_);
   for (auto& [qpn, qp] : qps_) registry_remove_qp(qpn);
+  log("NIC stopped: %s (%zu QPs left)", path_.c_str(), qps_.size());
   qps_.clear();
   by_lkey_.clear();
   by_rkey_.clear();

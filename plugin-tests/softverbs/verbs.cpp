@@ -66,6 +66,7 @@ struct Finalizer {
     {
       std::lock_guard<std::mutex> lock(g.mu);
       if (g.nic && g.nic_pid == getpid()) {
+        log("unloaded with %zu devices open", g.contexts.size());
         write_counters_file();
         nic = std::move(g.nic);
         for (auto& context : g.contexts) {
@@ -721,6 +722,8 @@ SOFTVERBS_API ibv_context* ibv_open_device(ibv_device* verbs_device) {
   long port_down_ms = env_long("SOFTVERBS_FAULT_PORT_DOWN_MS", 0);
   if (port_down_ms > 0) g.nic->port_down_after(context, port_down_ms);
   g.contexts.push_back(context);
+  log("open %s: context %p, %zu open", device->info.name.c_str(), static_cast<void*>(&c),
+      g.contexts.size());
   return &c;
 }
 
@@ -756,6 +759,8 @@ SOFTVERBS_API int ibv_close_device(ibv_context* verbs_context_ptr) {
       context->closed = true;
       pthread_mutex_destroy(&context->handle.verbs.context.mutex);
     }
+    log("close %s: context %p, %zu open", context->info().name.c_str(),
+        static_cast<void*>(verbs_context_ptr), g.contexts.size());
     if (g.contexts.empty()) {
       write_counters_file();
       stopped = std::move(g.nic);
