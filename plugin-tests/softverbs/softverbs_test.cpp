@@ -1477,7 +1477,9 @@ TEST_CASE("softverbs: counters and the counters file", "[softverbs]") {
     Dev dev;
     Buf buf(dev, 1 << 16);
     Pair pair(dev);
+    REQUIRE(post_recv(pair.b.qp, 4, buf.ptr(8192), 100, buf.mr->lkey) == 0);  // no RNR
     softverbs_reset_counters();
+    REQUIRE(post_recv(pair.b.qp, 5, buf.ptr(8192), 100, buf.mr->lkey) == 0);  // stays posted
     ibv_sge sge{buf.addr(), 1000, buf.mr->lkey};
     ibv_send_wr wrs[2] = {};
     wrs[0].wr_id = 1;
@@ -1496,7 +1498,6 @@ TEST_CASE("softverbs: counters and the counters file", "[softverbs]") {
     REQUIRE(ibv_post_send(pair.a.qp, wrs, &bad) == 0);
     REQUIRE(post_rdma(pair.a.qp, 3, IBV_WR_SEND, buf.ptr(), 10, 0, 0, 0,
                       IBV_SEND_SIGNALED | IBV_SEND_INLINE) == 0);
-    REQUIRE(post_recv(pair.b.qp, 4, buf.ptr(8192), 100, buf.mr->lkey) == 0);
     REQUIRE(poll_n(pair.a.cq, 2).size() == 2);
     REQUIRE(poll_n(pair.b.cq, 1).size() == 1);
     softverbs_counters c = counters();
@@ -1509,6 +1510,7 @@ TEST_CASE("softverbs: counters and the counters file", "[softverbs]") {
     CHECK(c.signaled_wrs == 2);
     CHECK(c.recv_posts == 1);
     CHECK(c.recv_wrs == 1);
+    CHECK(c.rnr_naks_sent == 0);
     CHECK(c.completions == 3);
     CHECK(c.poll_calls >= 2);
     CHECK(c.bytes_written == 1000);
@@ -1629,4 +1631,103 @@ TEST_CASE("softverbs: a dlopen'ed copy stops its NIC at dlclose", "[softverbs]")
   }
   unlink(copy.c_str());
   rmdir(dir);
+}
+
+TEST_CASE("softverbs: gather and scatter over several sges", "[softverbs]") {
+  Dev dev;
+  Buf a(dev, 8192);
+  Buf b(dev, 8192);
+  Pair pair(dev);
+  fill(a.ptr(0), 100, 41);
+  fill(b.ptr(0), 300, 42);
+  // Receive into three pieces of two regions.
+  ibv_sge rsg[3] = {{a.addr(4096), 50, a.mr->lkey},
+                    {b.addr(4096), 200, b.mr->lkey},
+                    {a.addr(6000), 1000, a.mr->lkey}};
+  ibv_recv_wr rwr{};
+  rwr.wr_id = 5;
+  rwr.sg_list = rsg;
+  rwr.num_sge = 3;
+  ibv_recv_wr* rbad = nullptr;
+  REQUIRE(ibv_post_recv(pair.b.qp, &rwr, &rbad) == 0);
+  ibv_sge ssg[2] = {{a.addr(0), 100, a.mr->lkey}, {b.addr(0), 300, b.mr->lkey}};
+  ibv_send_wr swr{};
+  swr.wr_id = 6;
+  swr.sg_list = ssg;
+  swr.num_sge = 2;
+  swr.opcode = IBV_WR_SEND;
+  swr.send_flags = IBV_SEND_SIGNALED;
+  ibv_send_wr* sbad = nullptr;
+  REQUIRE(ibv_post_send(pair.a.qp, &swr, &sbad) == 0);
+  CHECK(poll_one(pair.a.cq).status == IBV_WC_SUCCESS);
+  ibv_wc wc = poll_one(pair.b.cq);
+  REQUIRE(wc.status == IBV_WC_SUCCESS);
+  CHECK(wc.byte_len == 400);
+  CHECK(wc.src_qp == pair.a.qp->qp_num);
+  std::vector<char> sent(400);
+  std::memcpy(sent.data(), a.ptr(0), 100);
+  std::memcpy(sent.data() + 100, b.ptr(0), 300);
+  std::vector<char> got(400);
+  std::memcpy(got.data(), a.ptr(4096), 50);
+  std::memcpy(got.data() + 50, b.ptr(4096), 200);
+  std::memcpy(got.data() + 250, a.ptr(6000), 150);
+  CHECK(got == sent);
+  // An RDMA write gathered from two regions.
+  swr.opcode = IBV_WR_RDMA_WRITE;
+  swr.wr.rdma.remote_addr = b.addr(7000);
+  swr.wr.rdma.rkey = b.mr->rkey;
+  REQUIRE(ibv_post_send(pair.a.qp, &swr, &sbad) == 0);
+  CHECK(poll_one(pair.a.cq).status == IBV_WC_SUCCESS);
+  CHECK(std::memcmp(b.ptr(7000), sent.data(), 400) == 0);
+}
+
+TEST_CASE("softverbs: deregistering memory of a WR in flight is allowed", "[softverbs]") {
+  Dev dev;
+  std::vector<char> src(8 << 20);
+  std::vector<char> dst(8 << 20);
+  fill(src.data(), src.size(), 51);
+  ibv_mr* smr = ibv_reg_mr(dev.pd, src.data(), src.size(), IBV_ACCESS_LOCAL_WRITE);
+  ibv_mr* dmr =
+      ibv_reg_mr(dev.pd, dst.data(), dst.size(), IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+  REQUIRE((smr != nullptr && dmr != nullptr));
+  Pair pair(dev);
+  REQUIRE(post_rdma(pair.a.qp, 1, IBV_WR_RDMA_WRITE, src.data(), static_cast<uint32_t>(src.size()),
+                    smr->lkey, reinterpret_cast<uintptr_t>(dst.data()), dmr->rkey) == 0);
+  CHECK(ibv_dereg_mr(smr) == 0);  // the WR's own (local) region
+  ibv_wc wc = poll_one(pair.a.cq);
+  CHECK(wc.status == IBV_WC_SUCCESS);
+  CHECK(check(dst.data(), dst.size(), 51));
+  // A deregistered target region is gone for the next write.
+  uint32_t rkey = dmr->rkey;
+  CHECK(ibv_dereg_mr(dmr) == 0);
+  REQUIRE(post_rdma(pair.a.qp, 2, IBV_WR_RDMA_WRITE, dst.data(), 8, 0,
+                    reinterpret_cast<uintptr_t>(dst.data()), rkey,
+                    IBV_SEND_SIGNALED | IBV_SEND_INLINE) == 0);
+  CHECK(poll_one(pair.a.cq).status == IBV_WC_REM_ACCESS_ERR);
+}
+
+TEST_CASE("softverbs: CQ overflow raises IBV_EVENT_CQ_ERR", "[softverbs]") {
+  Dev dev;
+  Buf buf(dev, 4096);
+  ibv_cq* small = ibv_create_cq(dev.ctx, 4, nullptr, nullptr, 0);
+  REQUIRE(small != nullptr);
+  {
+    Ep a(dev, QpOptions{}, small);
+    Ep b(dev);
+    a.connect(b.addr());
+    b.connect(a.addr());
+    for (int i = 0; i < 6; ++i) {
+      REQUIRE(post_rdma(a.qp, i, IBV_WR_RDMA_WRITE, buf.ptr(), 8, buf.mr->lkey, buf.addr(64),
+                        buf.mr->rkey) == 0);
+    }
+    pollfd pfd{dev.ctx->async_fd, POLLIN, 0};
+    REQUIRE(poll(&pfd, 1, 3000) == 1);
+    ibv_async_event event{};
+    REQUIRE(ibv_get_async_event(dev.ctx, &event) == 0);
+    CHECK(event.event_type == IBV_EVENT_CQ_ERR);
+    CHECK(event.element.cq == small);
+    ibv_ack_async_event(&event);
+    CHECK(poll_n(small, 6).size() == 6);
+  }
+  REQUIRE(ibv_destroy_cq(small) == 0);
 }

@@ -740,6 +740,7 @@ SOFTVERBS_API int ibv_close_device(ibv_context* verbs_context_ptr) {
     if (it == g.contexts.end()) return EINVAL;
     keep = *it;
     g.contexts.erase(it);
+    if (g.nic_pid != getpid()) return 0;  // inherited through fork: not ours to stop
     for (auto& qp : g.nic->all_qps()) {
       if (qp->context.get() != context) continue;
       {
