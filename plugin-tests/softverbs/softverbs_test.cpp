@@ -12,6 +12,7 @@
 #include <infiniband/verbs.h>
 #include <net/if.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
@@ -170,6 +171,8 @@ struct Addr {
   uint32_t rkey = 0;
 };
 
+constexpr int kGidIndex = 3;  // ::ffff:127.0.0.1 RoCE v2 on lo
+
 struct QpOptions {
   uint32_t send_wr = 256;
   uint32_t recv_wr = 256;
@@ -180,9 +183,8 @@ struct QpOptions {
   uint8_t min_rnr_timer = 1;  // 10 us
   int sq_sig_all = 0;
   uint32_t psn = 0;
+  int gid_index = kGidIndex;
 };
-
-constexpr int kGidIndex = 3;  // ::ffff:127.0.0.1 RoCE v2 on lo
 
 struct Ep {
   Dev& dev;
@@ -225,7 +227,7 @@ struct Ep {
     ibv_port_attr port{};
     ibv_query_port(dev.ctx, 1, &port);
     a.lid = port.lid;
-    ENSURE(ibv_query_gid(dev.ctx, 1, dev.ib() ? 0 : kGidIndex, &a.gid) == 0);
+    ENSURE(ibv_query_gid(dev.ctx, 1, dev.ib() ? 0 : options.gid_index, &a.gid) == 0);
     return a;
   }
 
@@ -251,7 +253,7 @@ struct Ep {
     } else {
       attr.ah_attr.is_global = 1;
       attr.ah_attr.grh.dgid = remote.gid;
-      attr.ah_attr.grh.sgid_index = kGidIndex;
+      attr.ah_attr.grh.sgid_index = static_cast<uint8_t>(options.gid_index);
       attr.ah_attr.grh.hop_limit = 1;
     }
     return ibv_modify_qp(qp, &attr,
@@ -1730,4 +1732,53 @@ TEST_CASE("softverbs: CQ overflow raises IBV_EVENT_CQ_ERR", "[softverbs]") {
     CHECK(poll_n(small, 6).size() == 6);
   }
   REQUIRE(ibv_destroy_cq(small) == 0);
+}
+
+TEST_CASE("softverbs: processes in different network namespaces", "[softverbs]") {
+  // The peer gets a network namespace of its own (root only): its lo is down
+  // and has no address, so only the link-local GIDs exist there, and the
+  // traffic still flows over the registry's Unix sockets.
+  Child child([](int fd) {
+    if (unshare(CLONE_NEWNET) != 0) {
+      put(fd, Addr{});  // qpn 0: not permitted here
+      return;
+    }
+    Dev dev;
+    ibv_gid_entry e{};
+    ENSURE(ibv_query_gid_ex(dev.ctx, 1, 2, &e, 0) == ENODATA);  // no IPv4 in here
+    QpOptions opt;
+    opt.gid_index = 1;  // fe80::<guid> RoCE v2
+    Ep ep(dev, opt);
+    Buf target(dev, 65536);
+    Addr me = ep.addr();
+    me.addr = target.addr();
+    me.rkey = target.mr->rkey;
+    put(fd, me);
+    ep.connect(get<Addr>(fd));
+    ENSURE(post_recv(ep.qp, 1, nullptr, 0, 0) == 0);
+    put(fd, 'r');
+    ibv_wc wc = poll_one(ep.cq, 10000);
+    ENSURE(wc.status == IBV_WC_SUCCESS);
+    ENSURE(check(target.ptr(), 65536, 61));
+    put(fd, 'k');
+  });
+  Addr peer = get<Addr>(child.fd());
+  if (peer.qpn == 0) {
+    WARN("unshare(CLONE_NEWNET) not permitted: network namespace case not run");
+    return;
+  }
+  Dev dev;
+  QpOptions opt;
+  opt.gid_index = 1;
+  Ep ep(dev, opt);
+  Buf src(dev, 65536);
+  put(child.fd(), ep.addr());
+  ep.connect(peer);
+  REQUIRE(get<char>(child.fd()) == 'r');
+  fill(src.ptr(), 65536, 61);
+  REQUIRE(post_rdma(ep.qp, 1, IBV_WR_RDMA_WRITE_WITH_IMM, src.ptr(), 65536, src.mr->lkey, peer.addr,
+                    peer.rkey, IBV_SEND_SIGNALED, 3) == 0);
+  CHECK(poll_one(ep.cq).status == IBV_WC_SUCCESS);
+  REQUIRE(get<char>(child.fd()) == 'k');
+  REQUIRE(child.wait() == 0);
 }
