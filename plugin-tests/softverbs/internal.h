@@ -371,6 +371,9 @@ class Nic {
   // Starts the NIC thread; nullptr (errno set) on failure.
   static std::unique_ptr<Nic> start();
   ~Nic();
+  // Joins the thread, closes the sockets and removes the registry files; the
+  // object stays usable (calls become no-ops) for late callers at exit.
+  void shutdown();
   Nic(const Nic&) = delete;
   Nic& operator=(const Nic&) = delete;
 
@@ -438,6 +441,7 @@ class Nic {
   int listen_fd_ = -1;
   std::thread thread_;
   std::atomic<bool> stopping_{false};
+  bool shut_ = false;
   Clock::duration retry_{std::chrono::milliseconds(200)};
 
   std::mutex commands_mu_;

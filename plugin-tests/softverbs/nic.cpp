@@ -203,6 +203,17 @@ std::unique_ptr<Nic> Nic::start() {
 }
 
 Nic::~Nic() {
+  shutdown();
+  qps_.clear();
+  by_lkey_.clear();
+  by_rkey_.clear();
+  // Timers hold weak references only; peers drop their waiting lists.
+  while (!timers_.empty()) timers_.pop();
+}
+
+void Nic::shutdown() {
+  if (shut_) return;
+  shut_ = true;
   stopping_ = true;
   if (thread_.joinable()) {
     ring();
@@ -215,19 +226,19 @@ Nic::~Nic() {
   if (listen_fd_ >= 0) {
     close(listen_fd_);
     unlink(path_.c_str());
+    listen_fd_ = -1;
   }
   if (epoll_fd_ >= 0) close(epoll_fd_);
   if (doorbell_fd_ >= 0) close(doorbell_fd_);
+  epoll_fd_ = -1;
+  doorbell_fd_ = -1;
+  std::lock_guard<std::mutex> lock(qps_mu_);
   for (auto& [qpn, qp] : qps_) registry_remove_qp(qpn);
   log("NIC stopped: %s (%zu QPs left)", path_.c_str(), qps_.size());
-  qps_.clear();
-  by_lkey_.clear();
-  by_rkey_.clear();
-  // Timers hold weak references only; peers drop their waiting lists.
-  while (!timers_.empty()) timers_.pop();
 }
 
 void Nic::ring() {
+  if (doorbell_fd_ < 0) return;  // shut down
   uint64_t one = 1;
   ssize_t r = write(doorbell_fd_, &one, sizeof(one));
   (void)r;

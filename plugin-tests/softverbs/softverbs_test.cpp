@@ -1782,3 +1782,32 @@ TEST_CASE("softverbs: processes in different network namespaces", "[softverbs]")
   REQUIRE(get<char>(child.fd()) == 'k');
   REQUIRE(child.wait() == 0);
 }
+
+TEST_CASE("softverbs: exiting with devices open leaves no registry files", "[softverbs]") {
+  std::string dir = std::getenv("SOFTVERBS_DIR") != nullptr
+                        ? std::getenv("SOFTVERBS_DIR")
+                        : "/tmp/softverbs-" + std::to_string(getuid());
+  Child child([](int fd) {
+    auto* dev = new Dev();  // never closed: the library cleans up at exit
+    auto* ep = new Ep(*dev);
+    (void)ep;
+    put(fd, 'r');
+    std::exit(0);
+  });
+  REQUIRE(get<char>(child.fd()) == 'r');
+  pid_t pid = child.pid();
+  REQUIRE(child.wait() == 0);
+  std::string nic = "nic-" + std::to_string(pid) + "-";
+  std::string sys = "sys-" + std::to_string(pid) + "-";
+  DIR* d = opendir(dir.c_str());
+  REQUIRE(d != nullptr);
+  while (dirent* e = readdir(d)) {
+    std::string name = e->d_name;
+    CHECK(name.rfind(nic, 0) != 0);
+    CHECK(name.rfind(sys, 0) != 0);
+    if (name.rfind("qp-", 0) == 0) {
+      CHECK(read_file(dir + "/" + name).find("pid " + std::to_string(pid) + "\n") != 0);
+    }
+  }
+  closedir(d);
+}

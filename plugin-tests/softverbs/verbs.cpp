@@ -62,22 +62,21 @@ struct Finalizer {
   Finalizer& operator=(const Finalizer&) = delete;
   ~Finalizer() {
     Global& g = global();
-    std::unique_ptr<Nic> nic;
-    {
-      std::lock_guard<std::mutex> lock(g.mu);
-      if (g.nic && g.nic_pid == getpid()) {
-        log("unloaded with %zu devices open", g.contexts.size());
-        write_counters_file();
-        nic = std::move(g.nic);
-        for (auto& context : g.contexts) {
-          std::lock_guard<std::mutex> clock(context->mu);
-          if (!context->closed && context->async_fd >= 0) close(context->async_fd);
-          context->closed = true;
-          context->async_fd = -1;
-        }
+    std::lock_guard<std::mutex> lock(g.mu);
+    if (g.nic && g.nic_pid == getpid()) {
+      log("unloaded with %zu devices open", g.contexts.size());
+      write_counters_file();
+      for (auto& context : g.contexts) {
+        std::lock_guard<std::mutex> clock(context->mu);
+        if (!context->closed && context->async_fd >= 0) close(context->async_fd);
+        context->closed = true;
+        context->async_fd = -1;
       }
+      // Stopped but kept: a later static destructor elsewhere may still call
+      // ibv_destroy_qp or ibv_close_device on what it holds.
+      g.nic->shutdown();
+      (void)g.nic.release();
     }
-    nic.reset();
     remove_sysfs();
   }
 };
@@ -701,7 +700,10 @@ SOFTVERBS_API ibv_context* ibv_open_device(ibv_device* verbs_device) {
   context->device = device;
   context->nic = g.nic.get();
   context->async_fd = eventfd(0, EFD_CLOEXEC | EFD_SEMAPHORE);
-  if (context->async_fd < 0) return nullptr;
+  if (context->async_fd < 0) {
+    if (g.contexts.empty()) g.nic.reset();  // nothing else keeps the NIC
+    return nullptr;
+  }
   context->port_down = std::make_unique<std::atomic<bool>[]>(device->info.ports.size());
   context->reorder_window = static_cast<int>(std::max(0L, env_long("SOFTVERBS_REORDER", 0)));
   context->reorder_seed = static_cast<uint64_t>(env_long("SOFTVERBS_REORDER_SEED", 1));
@@ -740,7 +742,8 @@ SOFTVERBS_API int ibv_close_device(ibv_context* verbs_context_ptr) {
     if (it == g.contexts.end()) return EINVAL;
     keep = *it;
     g.contexts.erase(it);
-    if (g.nic_pid != getpid()) return 0;  // inherited through fork: not ours to stop
+    // Inherited through fork, or already stopped at exit: nothing to stop.
+    if (!g.nic || g.nic_pid != getpid()) return 0;
     for (auto& qp : g.nic->all_qps()) {
       if (qp->context.get() != context) continue;
       {
