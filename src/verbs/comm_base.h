@@ -193,14 +193,17 @@ class CommBase : public Interface, public RequestHost {
     if (now < next_peer_check_) return ncclSuccess;
     next_peer_check_ = now + std::chrono::milliseconds(200);
     nic().poll_async_events();
-    // Whatever the peer completed before it left is in the queue already,
-    // and the queue was just found empty.
-    if (has_pending() && setup_.stream.valid() && setup_.stream.peer_closed()) {
-      return fail(ncclRemoteError, "peer " + peer_name() +
-                                       " closed the connection (process exited or closed its "
-                                       "comm) with operations still pending");
+    if (!has_pending() || !setup_.stream.valid() || !setup_.stream.peer_closed()) {
+      return ncclSuccess;
     }
-    return ncclSuccess;
+    // A completion the peer saw acknowledged may still be on its way into
+    // this queue (an ack can overtake the completion entry): fail only if
+    // requests stay pending for a while after the peer left.
+    if (peer_gone_since_ == std::chrono::steady_clock::time_point{}) peer_gone_since_ = now;
+    if (now - peer_gone_since_ < std::chrono::seconds(1)) return ncclSuccess;
+    return fail(ncclRemoteError, "peer " + peer_name() +
+                                     " closed the connection (process exited or closed its "
+                                     "comm) with operations still pending");
   }
 
   static ncclResult_t status_result(ibv_wc_status status) {
@@ -264,6 +267,7 @@ class CommBase : public Interface, public RequestHost {
   ncclResult_t fault_ = ncclSuccess;
   RequestPool<VerbsRequest, kMaxRequests * kMaxRecvs> pool_;
   std::chrono::steady_clock::time_point next_peer_check_{};
+  std::chrono::steady_clock::time_point peer_gone_since_{};
 };
 
 }  // namespace weft::verbs
