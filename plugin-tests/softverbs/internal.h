@@ -420,6 +420,8 @@ class Nic {
              const std::shared_ptr<Mr>& keep);
   void on_frame(Conn& conn, const Frame& frame);
   void on_request(Conn& conn, const Frame& frame);
+  void execute(Conn& conn, const Frame& frame, const std::shared_ptr<Qp>& qp,
+               std::unique_lock<std::mutex>& lock);
   void on_response(Conn& conn, const Frame& frame);
   void finish_payload(Conn& conn);
   void respond(Conn& conn, const Frame& request, uint8_t code, uint8_t rnr_timer = 0);

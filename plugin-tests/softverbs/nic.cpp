@@ -854,25 +854,39 @@ void Nic::respond(Conn& conn, const Frame& request, uint8_t code, uint8_t rnr_ti
 
 // ---------------------------------------------------------------- target ---
 void Nic::on_request(Conn& conn, const Frame& f) {
+  auto drop = [&](const char* why) {
+    log("drop: QP %u -> %u psn %u: %s", f.req_qpn, f.resp_qpn, f.psn, why);
+    respond(conn, f, kDropped);
+  };
   std::shared_ptr<Qp> qp = find_qp(f.resp_qpn);
   if (!qp) {
-    respond(conn, f, kDropped);
+    drop("no such QP");
     return;
   }
   std::unique_lock<std::mutex> lock(qp->mu);
   // What a real target silently drops (wrong QP, wrong state, port down, not
   // connected to this requester) makes the requester time out.
-  if (qp->destroyed || (qp->state != IBV_QPS_RTR && qp->state != IBV_QPS_RTS) || link_is_down_ ||
-      qp->context->is_port_down(qp->port) || f.port != qp->port || qp->dest_qpn != f.req_qpn ||
-      !conn.peer || qp->peer != conn.peer) {
-    respond(conn, f, kDropped);
-    return;
-  }
-  if (f.psn != qp->expected_psn) {
+  if (qp->destroyed) {
+    drop("QP destroyed");
+  } else if (qp->state != IBV_QPS_RTR && qp->state != IBV_QPS_RTS) {
+    drop(qp->state == IBV_QPS_ERR ? "QP in ERR" : "QP not yet in RTR");
+  } else if (link_is_down_ || qp->context->is_port_down(qp->port)) {
+    drop("link or port down");
+  } else if (f.port != qp->port) {
+    drop("addressed to another port");
+  } else if (qp->dest_qpn != f.req_qpn || !conn.peer || qp->peer != conn.peer) {
+    drop("QP connected to another requester");
+  } else if (f.psn != qp->expected_psn) {
     // After a NAK the target ignores everything until the retransmission.
-    if (!qp->nak_outstanding) respond(conn, f, kDropped);
-    return;
+    if (!qp->nak_outstanding) drop("unexpected PSN");
+  } else {
+    execute(conn, f, qp, lock);
   }
+}
+
+// The request is in sequence for a connected QP (qp->mu held by `lock`).
+void Nic::execute(Conn& conn, const Frame& f, const std::shared_ptr<Qp>& qp,
+                  std::unique_lock<std::mutex>& lock) {
   const auto op = static_cast<ibv_wr_opcode>(f.op);
   bool consumes =
       op == IBV_WR_SEND || op == IBV_WR_SEND_WITH_IMM || op == IBV_WR_RDMA_WRITE_WITH_IMM;

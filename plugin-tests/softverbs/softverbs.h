@@ -63,8 +63,10 @@
 //                            standing in for timeout x retry_cnt)
 //   SOFTVERBS_COUNTERS_FILE=path  append one JSON line of counters per process
 //                            at the last ibv_close_device (or at exit)
-//   SOFTVERBS_LOG=1          log device opens and closes and NIC starts and
-//                            stops to stderr ("softverbs[pid]: ...")
+//   SOFTVERBS_LOG=1          log to stderr ("softverbs[pid]: ...") device
+//                            opens and closes, NIC starts and stops, error
+//                            completions, and each request a target drops
+//                            with the reason (QP not yet in RTR, ...)
 // and when each device is opened:
 //   SOFTVERBS_REORDER=W      completions of different QPs sharing a CQ leave
 //                            it shuffled within windows of up to W entries

@@ -206,6 +206,10 @@ ibv_wc_opcode send_wc_opcode(ibv_wr_opcode op) {
 }  // namespace
 
 void push_send_cqe(Qp& qp, const SendWr& wr, ibv_wc_status status) {
+  if (status != IBV_WC_SUCCESS && status != IBV_WC_WR_FLUSH_ERR) {
+    log("QP %u send wr_id %#llx: %s", qp.qpn, static_cast<unsigned long long>(wr.wr_id),
+        ibv_wc_status_str(status));
+  }
   Cqe cqe;
   cqe.wc.wr_id = wr.wr_id;
   cqe.wc.status = status;
@@ -220,6 +224,10 @@ void push_send_cqe(Qp& qp, const SendWr& wr, ibv_wc_status status) {
 }
 
 void push_recv_cqe(Qp& qp, const RecvWr& wr, ibv_wc_status status) {
+  if (status != IBV_WC_SUCCESS && status != IBV_WC_WR_FLUSH_ERR) {
+    log("QP %u recv wr_id %#llx: %s", qp.qpn, static_cast<unsigned long long>(wr.wr_id),
+        ibv_wc_status_str(status));
+  }
   Cqe cqe;
   cqe.wc.wr_id = wr.wr_id;
   cqe.wc.status = status;
