@@ -9,6 +9,16 @@
 //   sender's message arrives, as hardware does, not at ibv_post_recv.
 // - Closing a device that still has QPs destroys them (their memory stays
 //   allocated so stale pointers do not crash).
+// - ibv_post_send and ibv_post_recv on a QP in ERR succeed and flush the WRs
+//   (as mlx5 does); RESET, INIT and RTR refuse sends with EINVAL.
+// - Send and receive queue slots are freed when a completion at or after
+//   them is polled (mlx5's accounting; rxe frees them at completion time).
+// - One PSN per WR, not per MTU packet.
+// - A request the target would silently drop is answered with an explicit
+//   frame; the requester retries until SOFTVERBS_RETRY_MS has passed and
+//   then fails the WR with IBV_WC_RETRY_EXC_ERR (the QP's timeout and
+//   retry_cnt values are accepted but not used). A lost peer process fails
+//   only QPs that have (or later get) send WRs, as on hardware.
 
 #include <fcntl.h>
 #include <sys/eventfd.h>
