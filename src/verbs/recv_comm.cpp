@@ -233,14 +233,15 @@ void VerbsRecvComm::on_data(const ibv_wc& wc) {
 
 void VerbsRecvComm::release_slot(VerbsRequest* request) {
   // A request given back before it finished (failure): its slot is dead.
-  for (Slot& slot : slots_) {
-    if (slot.request == request) slot.request = nullptr;
-  }
-  for (auto& flush : flushes_) {
-    if (flush == request) {
-      flush = nullptr;
+  // request->slot names its FIFO slot, or its flush index (count 0).
+  auto index = static_cast<size_t>(request->slot);
+  if (request->count == 0) {
+    if (index < flushes_.size() && flushes_[index] == request) {
+      flushes_[index] = nullptr;
       --flushes_pending_;
     }
+  } else if (index < slots_.size() && slots_[index].request == request) {
+    slots_[index].request = nullptr;
   }
 }
 
@@ -277,6 +278,7 @@ ncclResult_t VerbsRecvComm::iflush(int n, void** data, const int* sizes, void** 
   VerbsRequest* req = acquire_request(0);
   if (req == nullptr) return ncclSuccess;
   req->pending = 1;
+  req->slot = static_cast<int>(index);
   flushes_[index] = req;
   ++flushes_pending_;
   ibv_sge sge{reinterpret_cast<uint64_t>(control_->flush_target), 1, control_region_->lkey};
