@@ -29,7 +29,20 @@ FlushMode flush_mode(const Params& params) {
 }  // namespace
 
 VerbsTransport::VerbsTransport(const Params& params, DiscoveredPorts ports)
-    : params_(params), nics_(std::move(ports.nics)) {}
+    : params_(params), nics_(std::move(ports.nics)) {
+  // One line per port, however the transport was chosen (auto or verbs).
+  for (size_t i = 0; i < nics_.size(); ++i) {
+    const Nic& nic = *nics_[i];
+    const DeviceProperties& props = nic.properties();
+    WEFT_INFO(NCCL_INIT, "NIC %zu: %s port %d, %s, GID index %d (%s), %d Mbps, %s%s", i,
+              props.name.c_str(), props.port,
+              nic.address().link_layer == LinkLayer::Ethernet ? "RoCE" : "InfiniBand",
+              nic.address().gid_index, gid_text(nic.address().gid).c_str(), props.speed_mbps,
+              nic.gpu_memory() ? "GPU memory" : "host memory only: ",
+              nic.gpu_memory() ? (nic.dmabuf() ? " (dma-buf)" : " (peer memory)")
+                               : nic.gpu_off_reason().c_str());
+  }
+}
 
 VerbsTransport::~VerbsTransport() {
   pending_.abandon_all([](VerbsSendComm* comm) { delete comm; });
@@ -49,17 +62,6 @@ ncclResult_t VerbsTransport::create(const Params& params, std::unique_ptr<Transp
         "NCCL_IB_HCA, or use WEFT_TRANSPORT=ofi",
         joined(ports.notes).c_str());
     return ncclSystemError;
-  }
-  for (size_t i = 0; i < ports.nics.size(); ++i) {
-    const Nic& nic = *ports.nics[i];
-    const DeviceProperties& props = nic.properties();
-    WEFT_INFO(NCCL_INIT, "NIC %zu: %s port %d, %s, GID index %d (%s), %d Mbps, %s%s", i,
-              props.name.c_str(), props.port,
-              nic.address().link_layer == LinkLayer::Ethernet ? "RoCE" : "InfiniBand",
-              nic.address().gid_index, gid_text(nic.address().gid).c_str(), props.speed_mbps,
-              nic.gpu_memory() ? "GPU memory" : "host memory only: ",
-              nic.gpu_memory() ? (nic.dmabuf() ? " (dma-buf)" : " (peer memory)")
-                               : nic.gpu_off_reason().c_str());
   }
   *out = std::make_unique<VerbsTransport>(params, std::move(ports));
   return ncclSuccess;
