@@ -100,14 +100,32 @@ Nic::Nic(std::shared_ptr<const Ibverbs> ibverbs, const NicOptions& options)
       pd_(nullptr, dealloc_nothing),
       cache_(std::make_unique<MrCache<ibv_mr*>>(true, 65536)) {}
 
-std::unique_ptr<Nic> Nic::open(std::shared_ptr<const Ibverbs> ibverbs, ibv_device* device,
-                               const NicOptions& options, const Params& params,
-                               const cuda::Driver* cuda, std::string* reason) {
+std::unique_ptr<Nic> Nic::open(std::shared_ptr<const Ibverbs> ibverbs, const NicOptions& options,
+                               const Params& params, const cuda::Driver* cuda,
+                               std::string* reason) {
   std::unique_ptr<Nic> nic(new Nic(ibverbs, options));
   const IbverbsApi& api = ibverbs->api();
-  nic->context_ = VerbsPtr<ibv_context>(api.open_device(device), api.close_device);
+  int count = 0;
+  ibv_device** list = api.get_device_list(&count);
+  if (list == nullptr) {
+    *reason = "ibv_get_device_list failed: " + std::string(std::strerror(errno));
+    return nullptr;
+  }
+  ibv_device* device = nullptr;
+  for (int d = 0; d < count && device == nullptr; ++d) {
+    if (options.device_name == api.get_device_name(list[d])) device = list[d];
+  }
+  if (device != nullptr) {
+    nic->context_ = VerbsPtr<ibv_context>(api.open_device(device), api.close_device);
+  }
+  const int open_errno = errno;
+  api.free_device_list(list);
+  if (device == nullptr) {
+    *reason = "the device is gone (not in ibv_get_device_list any more)";
+    return nullptr;
+  }
   if (!nic->context_) {
-    *reason = "ibv_open_device failed: " + std::string(std::strerror(errno));
+    *reason = "ibv_open_device failed: " + std::string(std::strerror(open_errno));
     return nullptr;
   }
   nic->pd_ = VerbsPtr<ibv_pd>(api.alloc_pd(nic->context_.get()), api.dealloc_pd);

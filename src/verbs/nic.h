@@ -54,9 +54,9 @@ struct NicOptions {
 
 class Nic {
  public:
-  // Opens `device` port `port` and fills the properties. On failure nullptr
-  // and the reason in *reason.
-  static std::unique_ptr<Nic> open(std::shared_ptr<const Ibverbs> ibverbs, ibv_device* device,
+  // Opens port `options.port` of the device named `options.device_name`
+  // and fills the properties. On failure nullptr and the reason in *reason.
+  static std::unique_ptr<Nic> open(std::shared_ptr<const Ibverbs> ibverbs,
                                    const NicOptions& options, const Params& params,
                                    const cuda::Driver* cuda, std::string* reason);
   ~Nic();
@@ -64,6 +64,8 @@ class Nic {
   Nic& operator=(const Nic&) = delete;
 
   const IbverbsApi& api() const { return ibverbs_->api(); }
+  const std::shared_ptr<const Ibverbs>& ibverbs() const { return ibverbs_; }
+  const NicOptions& options() const { return options_; }
   ibv_context* context() const { return context_.get(); }
   ibv_pd* pd() const { return pd_.get(); }
   int port_number() const;

@@ -27,7 +27,6 @@ bool discover_ports(const Params& params, const cuda::Driver* cuda, DiscoveredPo
     return true;
   }
   struct Candidate {
-    ibv_device* device;
     std::string name;
     int port;
   };
@@ -70,10 +69,11 @@ bool discover_ports(const Params& params, const cuda::Driver* cuda, DiscoveredPo
         out->notes.push_back(where + ": not selected by WEFT_IB_HCA/NCCL_IB_HCA");
         continue;
       }
-      candidates.push_back({device, name, port});
+      candidates.push_back({name, port});
     }
     api.close_device(context);
   }
+  api.free_device_list(list);
   for (const Candidate& candidate : candidates) {
     int ports_of_device = 0;
     for (const Candidate& other : candidates) ports_of_device += other.name == candidate.name;
@@ -84,7 +84,7 @@ bool discover_ports(const Params& params, const cuda::Driver* cuda, DiscoveredPo
     options.nccl_name = ports_of_device > 1 ? candidate.name + ":" + std::to_string(candidate.port)
                                             : candidate.name;
     std::string why;
-    std::unique_ptr<Nic> nic = Nic::open(ibverbs, candidate.device, options, params, cuda, &why);
+    std::unique_ptr<Nic> nic = Nic::open(ibverbs, options, params, cuda, &why);
     std::string where = candidate.name + ":" + std::to_string(candidate.port);
     if (!nic) {
       out->notes.push_back(where + ": " + why);
@@ -94,7 +94,6 @@ bool discover_ports(const Params& params, const cuda::Driver* cuda, DiscoveredPo
     out->notes.push_back(where + ": used as " + options.nccl_name);
     out->nics.push_back(std::move(nic));
   }
-  api.free_device_list(list);
   return true;
 }
 

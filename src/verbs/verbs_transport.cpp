@@ -28,12 +28,18 @@ FlushMode flush_mode(const Params& params) {
 
 }  // namespace
 
-VerbsTransport::VerbsTransport(const Params& params, DiscoveredPorts ports)
-    : params_(params), nics_(std::move(ports.nics)) {
+VerbsTransport::VerbsTransport(const Params& params, DiscoveredPorts ports) : params_(params) {
   // One line per port, however the transport was chosen (auto or verbs).
-  for (size_t i = 0; i < nics_.size(); ++i) {
-    const Nic& nic = *nics_[i];
+  for (size_t i = 0; i < ports.nics.size(); ++i) {
+    const Nic& nic = *ports.nics[i];
     const DeviceProperties& props = nic.properties();
+    auto port = std::make_unique<Port>();
+    port->options = nic.options();
+    port->properties = props;
+    port->link_layer = nic.address().link_layer;
+    ports_.push_back(std::move(port));
+    ibverbs_ = nic.ibverbs();
+    cuda_ = nic.cuda();
     WEFT_INFO(NCCL_INIT, "NIC %zu: %s port %d, %s, GID index %d (%s), %d Mbps, %s%s", i,
               props.name.c_str(), props.port,
               nic.address().link_layer == LinkLayer::Ethernet ? "RoCE" : "InfiniBand",
@@ -42,6 +48,7 @@ VerbsTransport::VerbsTransport(const Params& params, DiscoveredPorts ports)
               nic.gpu_memory() ? (nic.dmabuf() ? " (dma-buf)" : " (peer memory)")
                                : nic.gpu_off_reason().c_str());
   }
+  // `ports` closes each port's context here; comms reopen them.
 }
 
 VerbsTransport::~VerbsTransport() {
@@ -75,15 +82,33 @@ bool VerbsTransport::valid_device(int dev, const char* caller) const {
 
 ncclResult_t VerbsTransport::properties(int dev, DeviceProperties* props) const {
   if (!valid_device(dev, "getProperties")) return ncclInvalidArgument;
-  *props = nics_[static_cast<size_t>(dev)]->properties();
+  *props = ports_[static_cast<size_t>(dev)]->properties;
   return ncclSuccess;
 }
 
-uint32_t VerbsTransport::fingerprint(const Nic& nic) const {
-  return 0x56420000u | static_cast<uint32_t>(nic.address().link_layer);
+ncclResult_t VerbsTransport::nic_for(int dev, const char* caller, std::shared_ptr<Nic>* out) {
+  if (!valid_device(dev, caller)) return ncclInvalidArgument;
+  Port& port = *ports_[static_cast<size_t>(dev)];
+  std::lock_guard<std::mutex> lock(port.mutex);
+  *out = port.nic.lock();
+  if (*out) return ncclSuccess;
+  std::string why;
+  std::unique_ptr<Nic> nic = Nic::open(ibverbs_, port.options, params_, cuda_, &why);
+  if (!nic) {
+    WEFT_WARN("%s on %s: cannot open the device: %s", caller, port.properties.name.c_str(),
+              why.c_str());
+    return ncclSystemError;
+  }
+  *out = std::move(nic);
+  port.nic = *out;
+  return ncclSuccess;
 }
 
-QpSettings VerbsTransport::qp_settings(const Nic&, const CommConfig* config) const {
+uint32_t VerbsTransport::fingerprint(const Port& port) const {
+  return 0x56420000u | static_cast<uint32_t>(port.link_layer);
+}
+
+QpSettings VerbsTransport::qp_settings(const CommConfig* config) const {
   QpSettings settings;
   settings.traffic_class = static_cast<int>(params_.ib_tc);
   if (config != nullptr && config->traffic_class >= 0)
@@ -97,8 +122,8 @@ QpSettings VerbsTransport::qp_settings(const Nic&, const CommConfig* config) con
 
 ncclResult_t VerbsTransport::listen(int dev, void* handle, ListenComm** listen_comm) {
   *listen_comm = nullptr;
-  if (!valid_device(dev, "listen")) return ncclInvalidArgument;
-  std::shared_ptr<Nic> nic = nics_[static_cast<size_t>(dev)];
+  std::shared_ptr<Nic> nic;
+  if (ncclResult_t result = nic_for(dev, "listen", &nic); result != ncclSuccess) return result;
   SocketAddress local;
   std::string ifname;
   std::string error;
@@ -117,13 +142,13 @@ ncclResult_t VerbsTransport::listen(int dev, void* handle, ListenComm** listen_c
   if (listen_id == 0) listen_id = next_listen_id_.fetch_add(1) & kMaxCommId;
   ListenHandle encoded;
   encoded.transport = TransportId::Verbs;
-  encoded.fingerprint = fingerprint(*nic);
+  encoded.fingerprint = fingerprint(*ports_[static_cast<size_t>(dev)]);
   encoded.listen_id = listen_id;
   encoded.payload_size = SocketAddress::kPackedSize;
   listener->address().pack(encoded.payload);
   encode_handle(encoded, handle);
   RecvOptions options;
-  options.qp_settings = qp_settings(*nic, nullptr);
+  options.qp_settings = qp_settings(nullptr);
   options.flush = flush_mode(params_);
   WEFT_INFO(NCCL_NET, "%s: listening on %s (%s)", nic->name().c_str(),
             listener->address().text().c_str(), ifname.c_str());
@@ -135,15 +160,15 @@ ncclResult_t VerbsTransport::listen(int dev, void* handle, ListenComm** listen_c
 ncclResult_t VerbsTransport::connect(int dev, const CommConfig& config, void* handle,
                                      SendComm** send_comm) {
   *send_comm = nullptr;
-  if (!valid_device(dev, "connect")) return ncclInvalidArgument;
-  std::shared_ptr<Nic> nic = nics_[static_cast<size_t>(dev)];
+  std::shared_ptr<Nic> nic;
+  if (ncclResult_t result = nic_for(dev, "connect", &nic); result != ncclSuccess) return result;
   ListenHandle decoded;
   std::string error;
   if (!decode_handle(handle, kHandleSize, TransportId::Verbs, &decoded, &error)) {
     WEFT_WARN("connect on %s: %s", nic->name().c_str(), error.c_str());
     return ncclInvalidArgument;
   }
-  if (decoded.fingerprint != fingerprint(*nic)) {
+  if (decoded.fingerprint != fingerprint(*ports_[static_cast<size_t>(dev)])) {
     WEFT_WARN(
         "connect on %s: the peer listens on a %s port, this one is %s; select matching "
         "ports with WEFT_IB_HCA / NCCL_IB_HCA",
@@ -170,7 +195,7 @@ ncclResult_t VerbsTransport::connect(int dev, const CommConfig& config, void* ha
                                    : params_.ib_adaptive_routing == 1;
     options.ar_threshold = static_cast<size_t>(params_.ib_ar_threshold);
     options.use_inline = params_.ib_use_inline;
-    options.qp_settings = qp_settings(*nic, &config);
+    options.qp_settings = qp_settings(&config);
     ConnectionSetup setup;
     setup.nic = nic;
     setup.peer_name = peer.text();

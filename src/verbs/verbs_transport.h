@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <memory>
+#include <mutex>
 #include <vector>
 
 #include "core/connect_cookies.h"
@@ -26,19 +27,34 @@ class VerbsTransport final : public Transport {
   static ncclResult_t create(const Params& params, std::unique_ptr<Transport>* out);
 
   const char* name() const override { return "verbs"; }
-  int device_count() const override { return static_cast<int>(nics_.size()); }
+  int device_count() const override { return static_cast<int>(ports_.size()); }
   ncclResult_t properties(int dev, DeviceProperties* props) const override;
   ncclResult_t listen(int dev, void* handle, ListenComm** listen_comm) override;
   ncclResult_t connect(int dev, const CommConfig& config, void* handle,
                        SendComm** send_comm) override;
 
  private:
+  // A port as discovered. Its Nic (context, PD, MR cache) is opened by the
+  // first comm and held only by comms: NCCL v6..v10 unload the plugin
+  // without finalize, so whatever the transport held would stay open.
+  struct Port {
+    NicOptions options;
+    DeviceProperties properties;
+    LinkLayer link_layer = LinkLayer::InfiniBand;
+    std::mutex mutex;
+    std::weak_ptr<Nic> nic;
+  };
+
   bool valid_device(int dev, const char* caller) const;
-  QpSettings qp_settings(const Nic& nic, const CommConfig* config) const;
-  uint32_t fingerprint(const Nic& nic) const;
+  // The open Nic of `dev`, opening it when no comm holds one.
+  ncclResult_t nic_for(int dev, const char* caller, std::shared_ptr<Nic>* out);
+  QpSettings qp_settings(const CommConfig* config) const;
+  uint32_t fingerprint(const Port& port) const;
 
   Params params_;
-  std::vector<std::shared_ptr<Nic>> nics_;
+  std::shared_ptr<const Ibverbs> ibverbs_;
+  const cuda::Driver* cuda_ = nullptr;
+  std::vector<std::unique_ptr<Port>> ports_;
   std::atomic<uint32_t> next_listen_id_{1};
   PendingConnects<VerbsSendComm> pending_;
 };
