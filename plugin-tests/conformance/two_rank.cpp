@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -16,6 +17,7 @@
 #include <cstring>
 #include <exception>
 #include <sstream>
+#include <stdexcept>
 #include <thread>
 
 #include "check.h"
@@ -78,6 +80,29 @@ void write_all(int fd, const std::string& s) {
   }
 }
 
+// WEFT_TEST_RANK_NETNS="A,B": rank 0 runs in network namespace A, rank 1
+// in B (names under /run/netns, as `ip netns add` makes them), so the two
+// ranks are two hosts joined only by what the namespaces share.
+void enter_rank_netns(int id) {
+  const char* list = std::getenv("WEFT_TEST_RANK_NETNS");
+  if (list == nullptr || *list == '\0') return;
+  std::string names(list);
+  size_t comma = names.find(',');
+  if (comma == std::string::npos) {
+    throw std::runtime_error("WEFT_TEST_RANK_NETNS=\"" + names +
+                             "\": give two namespace names, \"A,B\"");
+  }
+  std::string name = id == 0 ? names.substr(0, comma) : names.substr(comma + 1);
+  std::string path = "/run/netns/" + name;
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0 || ::setns(fd, CLONE_NEWNET) != 0) {
+    std::string error = std::strerror(errno);
+    if (fd >= 0) ::close(fd);
+    throw std::runtime_error("cannot enter network namespace " + path + ": " + error);
+  }
+  ::close(fd);
+}
+
 [[noreturn]] void child_main(int id, const RankBody& body, int chan_fd, int err_fd) {
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
   ::alarm(static_cast<unsigned>(test_timeout_s() + 60));  // backstop if the harness dies
@@ -85,6 +110,7 @@ void write_all(int fd, const std::string& s) {
   start_deadline();
   int code = 0;
   try {
+    enter_rank_netns(id);
     Channel chan(chan_fd);
     Rank r;
     r.id = id;
