@@ -105,11 +105,13 @@ class CommBase : public Interface, public RequestHost {
     return result;
   }
 
+  // The peer's side-channel address, for messages.
+  const std::string& peer_name() const { return setup_.peer_name; }
+
  protected:
   Nic& nic() { return *setup_.nic; }
   QueuePairs& qps() { return setup_.qps; }
   TcpStream& stream() { return setup_.stream; }
-  const std::string& peer_name() const { return setup_.peer_name; }
   bool faulted() const { return fault_ != ncclSuccess; }
   ncclResult_t fault() const { return fault_; }
 

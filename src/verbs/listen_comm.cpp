@@ -4,17 +4,17 @@ namespace weft::verbs {
 
 VerbsListenComm::VerbsListenComm(std::shared_ptr<Nic> nic, std::unique_ptr<TcpListener> listener,
                                  uint32_t listen_id, const RecvOptions& options,
-                                 int close_timeout_ms)
+                                 int close_timeout_ms, int connect_timeout_ms)
     : nic_(std::move(nic)),
       listener_(std::move(listener)),
       listen_id_(listen_id),
       options_(options),
-      close_timeout_ms_(close_timeout_ms) {}
+      close_timeout_ms_(close_timeout_ms),
+      connect_timeout_(connect_timeout_ms) {}
 
-ncclResult_t VerbsListenComm::accept(RecvComm** recv_comm) {
-  *recv_comm = nullptr;
+ncclResult_t VerbsListenComm::take_new_connections() {
   std::string error;
-  if (!accepting_) {
+  while (accepting_.size() < kMaxAccepting) {
     TcpStream stream;
     if (!listener_->accept(&stream, &error)) {
       WEFT_WARN("%s: accepting a connection on %s failed: %s", nic_->name().c_str(),
@@ -32,23 +32,41 @@ ncclResult_t VerbsListenComm::accept(RecvComm** recv_comm) {
       WEFT_WARN("%s: preparing a receive comm failed: %s", nic_->name().c_str(), error.c_str());
       return ncclSystemError;
     }
-    accepting_ = std::move(comm);
+    accepting_.push_back({std::move(comm), std::chrono::steady_clock::now() + connect_timeout_});
   }
-  switch (accepting_->advance_setup(&error)) {
-    case SetupProgress::Pending:
-      return ncclSuccess;
-    case SetupProgress::Failed:
+  return ncclSuccess;
+}
+
+ncclResult_t VerbsListenComm::accept(RecvComm** recv_comm) {
+  *recv_comm = nullptr;
+  if (ncclResult_t result = take_new_connections(); result != ncclSuccess) return result;
+  const auto now = std::chrono::steady_clock::now();
+  for (size_t i = 0; i < accepting_.size();) {
+    Accepting& entry = accepting_[i];
+    std::string error;
+    SetupProgress progress = entry.comm->advance_setup(&error);
+    if (progress == SetupProgress::Pending && now >= entry.deadline) {
+      progress = SetupProgress::Failed;
+      error = "no answer from " + entry.comm->peer_name() +
+              " within WEFT_CONNECT_TIMEOUT_MS=" + std::to_string(connect_timeout_.count()) + " ms";
+    }
+    if (progress == SetupProgress::Pending) {
+      ++i;
+      continue;
+    }
+    std::unique_ptr<VerbsRecvComm> comm = std::move(entry.comm);
+    accepting_.erase(accepting_.begin() + static_cast<std::ptrdiff_t>(i));
+    if (progress == SetupProgress::Failed) {
       // A stray or broken connection must not end the listener: the
       // connecting side reports its own failure.
       WEFT_WARN("%s: dropped a connection attempt: %s", nic_->name().c_str(), error.c_str());
-      accepting_.reset();
-      return ncclSuccess;
-    case SetupProgress::Done:
-      break;
+      continue;
+    }
+    WEFT_INFO(NCCL_NET, "%s: accepted a connection from %s", nic_->name().c_str(),
+              comm->peer_name().c_str());
+    *recv_comm = comm.release();
+    return ncclSuccess;
   }
-  WEFT_INFO(NCCL_NET, "%s: accepted a connection from %s", nic_->name().c_str(),
-            listener_->address().text().c_str());
-  *recv_comm = accepting_.release();
   return ncclSuccess;
 }
 

@@ -1,9 +1,13 @@
-// A listening verbs comm: the TCP side channel's listener, and the one
-// connection being accepted (NCCL's accept() returns nothing until its
-// exchange finished).
+// A listening verbs comm: the TCP side channel's listener, and the
+// connections being accepted (NCCL's accept() returns nothing until an
+// exchange finished). Exchanges advance side by side, so a connector that
+// stalls (a peer that died, a stale or forged handle) cannot hold up the
+// ones behind it; each is dropped after WEFT_CONNECT_TIMEOUT_MS.
 #pragma once
 
+#include <chrono>
 #include <memory>
+#include <vector>
 
 #include "core/tcp_channel.h"
 #include "verbs/recv_comm.h"
@@ -13,17 +17,28 @@ namespace weft::verbs {
 class VerbsListenComm final : public ListenComm {
  public:
   VerbsListenComm(std::shared_ptr<Nic> nic, std::unique_ptr<TcpListener> listener,
-                  uint32_t listen_id, const RecvOptions& options, int close_timeout_ms);
+                  uint32_t listen_id, const RecvOptions& options, int close_timeout_ms,
+                  int connect_timeout_ms);
 
   ncclResult_t accept(RecvComm** recv_comm) override;
 
+  // Exchanges in progress at most; later connectors wait in the backlog.
+  static constexpr size_t kMaxAccepting = 64;
+
  private:
+  struct Accepting {
+    std::unique_ptr<VerbsRecvComm> comm;
+    std::chrono::steady_clock::time_point deadline;
+  };
+  ncclResult_t take_new_connections();
+
   std::shared_ptr<Nic> nic_;
   std::unique_ptr<TcpListener> listener_;
   uint32_t listen_id_;
   RecvOptions options_;
   int close_timeout_ms_;
-  std::unique_ptr<VerbsRecvComm> accepting_;
+  std::chrono::milliseconds connect_timeout_;
+  std::vector<Accepting> accepting_;
 };
 
 }  // namespace weft::verbs

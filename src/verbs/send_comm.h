@@ -33,7 +33,6 @@ class VerbsSendComm final : public CommBase<SendComm> {
   // connected and the receiver knows it.
   SetupProgress advance_setup(std::string* error);
 
-  const std::string& peer() const { return peer_name(); }
   // connect() gives up after this (WEFT_CONNECT_TIMEOUT_MS).
   std::chrono::steady_clock::time_point connect_deadline;
 

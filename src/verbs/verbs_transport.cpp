@@ -153,7 +153,8 @@ ncclResult_t VerbsTransport::listen(int dev, void* handle, ListenComm** listen_c
   WEFT_INFO(NCCL_NET, "%s: listening on %s (%s)", nic->name().c_str(),
             listener->address().text().c_str(), ifname.c_str());
   *listen_comm = new VerbsListenComm(std::move(nic), std::move(listener), listen_id, options,
-                                     static_cast<int>(params_.close_timeout_ms));
+                                     static_cast<int>(params_.close_timeout_ms),
+                                     static_cast<int>(params_.connect_timeout_ms));
   return ncclSuccess;
 }
 
@@ -220,14 +221,14 @@ ncclResult_t VerbsTransport::connect(int dev, const CommConfig& config, void* ha
   }
   switch (comm->advance_setup(&error)) {
     case SetupProgress::Failed:
-      WEFT_WARN("connect on %s to %s failed: %s", nic->name().c_str(), comm->peer().c_str(),
+      WEFT_WARN("connect on %s to %s failed: %s", nic->name().c_str(), comm->peer_name().c_str(),
                 error.c_str());
       store_connect_cookie(handle, 0);
       return ncclRemoteError;
     case SetupProgress::Pending:
       if (std::chrono::steady_clock::now() >= comm->connect_deadline) {
         WEFT_WARN("connect on %s to %s: no answer within WEFT_CONNECT_TIMEOUT_MS=%lld ms",
-                  nic->name().c_str(), comm->peer().c_str(),
+                  nic->name().c_str(), comm->peer_name().c_str(),
                   static_cast<long long>(params_.connect_timeout_ms));
         store_connect_cookie(handle, 0);
         return ncclRemoteError;
