@@ -41,6 +41,7 @@ constexpr const char* nccl_equivalent(const char* env_name) {
       {"WEFT_IB_AR_THRESHOLD", "NCCL_IB_AR_THRESHOLD"},
       {"WEFT_IB_PKEY", "NCCL_IB_PKEY"},
       {"WEFT_IB_USE_INLINE", "NCCL_IB_USE_INLINE"},
+      {"WEFT_IB_ECE_ENABLE", "NCCL_IB_ECE_ENABLE"},
       {"WEFT_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME"},
   };
   for (const auto& pair : kPairs) {

@@ -116,6 +116,9 @@
   WEFT_PARAM(ib_use_inline, "WEFT_IB_USE_INLINE", Bool, "0", 0, 0,                                 \
              "verbs transport: put messages that fit the queue pair's inline limit into the "      \
              "work request itself.")                                                               \
+  WEFT_PARAM(ib_ece_enable, "WEFT_IB_ECE_ENABLE", Bool, "1", 0, 0,                                 \
+             "verbs transport: negotiate Enhanced Connection Establishment options between the "   \
+             "two queue pairs (ibv_query_ece/ibv_set_ece) where the device offers them.")          \
   WEFT_PARAM(ib_relaxed_ordering, "WEFT_IB_RELAXED_ORDERING", Bool, "1", 0, 0,                     \
              "verbs transport: register memory with PCIe relaxed ordering where rdma-core "        \
              "offers it (ibv_reg_mr_iova2).")                                                      \

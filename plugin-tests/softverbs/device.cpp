@@ -71,7 +71,7 @@ constexpr const char* kCounterNames[kCounterCount] = {
     "send_wrs_write_imm", "send_wrs_read", "inline_wrs",    "signaled_wrs",      "recv_posts",
     "recv_wrs",           "poll_calls",    "completions",   "error_completions", "bytes_written",
     "bytes_read",         "bytes_sent",    "packets_sent",  "packets_received",  "rnr_naks_sent",
-    "rnr_naks_received",  "retransmits",
+    "rnr_naks_received",  "retransmits",   "ece_set",
 };
 
 static_assert(sizeof(softverbs_counters) == kCounterCount * sizeof(uint64_t),

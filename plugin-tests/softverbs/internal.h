@@ -62,6 +62,7 @@ enum Counter : int {
   kRnrNaksSent,
   kRnrNaksReceived,
   kRetransmits,
+  kEceSet,
   kCounterCount,
 };
 void count(Counter counter, uint64_t n = 1);
@@ -309,6 +310,8 @@ class Qp : public std::enable_shared_from_this<Qp> {
   uint8_t rnr_retry = 0;
   uint8_t max_rd_atomic = 0;
   uint8_t max_dest_rd_atomic = 0;
+  bool ece_supported = false;  // SOFTVERBS_ECE was set when the QP was created
+  uint32_t ece_options = 0;    // SOFTVERBS_ECE at creation, then what ibv_set_ece set
   ibv_ah_attr ah{};
   std::shared_ptr<Peer> peer;
   uint8_t peer_port = 0;

@@ -55,6 +55,12 @@
 //                            <ibdev_path>/device (no such entry when unset)
 //   SOFTVERBS_DMABUF=0       ibv_reg_dmabuf_mr fails with EOPNOTSUPP
 //                            (default 1: fd -1 gives EBADF, as NCCL probes)
+//   SOFTVERBS_ECE=options    Enhanced Connection Establishment: a QP created
+//                            now offers these option bits (ibv_query_ece:
+//                            vendor id SOFTVERBS_ECE_VENDOR_ID); ibv_set_ece
+//                            takes a subset of them, from the same vendor,
+//                            before RTR (EINVAL otherwise). Unset or 0: both
+//                            return EOPNOTSUPP, as rxe does
 //
 // Behaviour, read when the first device of the process is opened (the NIC
 // starts):
@@ -131,7 +137,10 @@ struct softverbs_counters {
   uint64_t rnr_naks_sent;       // RNR NAKs this NIC answered as target
   uint64_t rnr_naks_received;   // RNR NAKs this NIC got as requester
   uint64_t retransmits;         // WRs sent again after an RNR NAK or a drop
+  uint64_t ece_set;             // successful ibv_set_ece calls
 };
+
+#define SOFTVERBS_ECE_VENDOR_ID 0x5356u /* "SV" */
 
 // Fills *out; returns 0 (-1 when out is NULL).
 int softverbs_get_counters(struct softverbs_counters* out);

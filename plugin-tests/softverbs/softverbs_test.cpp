@@ -1393,6 +1393,43 @@ TEST_CASE("softverbs: SOFTVERBS_REORDER shuffles QPs sharing a CQ, never within 
 }
 
 // ================================================================== memory ==
+TEST_CASE("softverbs: ECE is unsupported by default, negotiated before RTR when offered",
+          "[softverbs]") {
+  Dev dev;
+  {
+    Ep plain(dev);
+    ibv_ece ece{};
+    CHECK(ibv_query_ece(plain.qp, &ece) == EOPNOTSUPP);
+    ece.vendor_id = SOFTVERBS_ECE_VENDOR_ID;
+    CHECK(ibv_set_ece(plain.qp, &ece) == EOPNOTSUPP);
+  }
+  ScopedEnv env{{"SOFTVERBS_ECE", "0x6"}};
+  Ep a(dev), b(dev);
+  ibv_ece ece{};
+  REQUIRE(ibv_query_ece(a.qp, &ece) == 0);
+  CHECK(ece.vendor_id == SOFTVERBS_ECE_VENDOR_ID);
+  CHECK(ece.options == 0x6);
+  CHECK(ece.comp_mask == 0);
+  softverbs_reset_counters();
+  ibv_ece wrong = ece;
+  wrong.vendor_id = 0x15b3;
+  CHECK(ibv_set_ece(b.qp, &wrong) == EINVAL);
+  wrong = ece;
+  wrong.options = 0x1;  // not offered
+  CHECK(ibv_set_ece(b.qp, &wrong) == EINVAL);
+  ibv_ece subset = ece;
+  subset.options = 0x2;
+  REQUIRE(ibv_set_ece(b.qp, &subset) == 0);
+  REQUIRE(ibv_query_ece(b.qp, &ece) == 0);
+  CHECK(ece.options == 0x2);
+  CHECK(counters().ece_set == 1);
+  REQUIRE(a.init() == 0);
+  REQUIRE(b.init() == 0);
+  REQUIRE(a.rtr(b.addr()) == 0);
+  CHECK(ibv_set_ece(a.qp, &subset) == EINVAL);  // after RTR: too late
+  CHECK(counters().ece_set == 1);
+}
+
 TEST_CASE("softverbs: dma-buf MRs reach the exporter's pages", "[softverbs]") {
   Dev dev;
   {

@@ -1130,6 +1130,8 @@ SOFTVERBS_API ibv_qp* ibv_create_qp(ibv_pd* verbs_pd, ibv_qp_init_attr* init) {
   qp->sig_all = init->sq_sig_all != 0;
   qp->cap = cap;
   qp->qpn = registry_create_qp(context->nic->path(), context->info());
+  qp->ece_options = static_cast<uint32_t>(env_long("SOFTVERBS_ECE", 0));
+  qp->ece_supported = qp->ece_options != 0;
   if (qp->qpn == 0) {
     errno = ENOMEM;
     return nullptr;
@@ -1217,12 +1219,30 @@ SOFTVERBS_API int ibv_destroy_qp(ibv_qp* verbs_qp) {
   return 0;
 }
 
-SOFTVERBS_API int ibv_query_ece(ibv_qp* /*qp*/, ibv_ece* /*ece*/) {
-  return EOPNOTSUPP;
+SOFTVERBS_API int ibv_query_ece(ibv_qp* verbs_qp, ibv_ece* ece) {
+  Qp* qp = owner_of<Qp>(verbs_qp);
+  if (qp == nullptr || ece == nullptr) return EINVAL;
+  std::lock_guard<std::mutex> lock(qp->mu);
+  if (!qp->ece_supported) return EOPNOTSUPP;
+  ece->vendor_id = SOFTVERBS_ECE_VENDOR_ID;
+  ece->options = qp->ece_options;
+  ece->comp_mask = 0;
+  return 0;
 }
 
-SOFTVERBS_API int ibv_set_ece(ibv_qp* /*qp*/, ibv_ece* /*ece*/) {
-  return EOPNOTSUPP;
+SOFTVERBS_API int ibv_set_ece(ibv_qp* verbs_qp, ibv_ece* ece) {
+  Qp* qp = owner_of<Qp>(verbs_qp);
+  if (qp == nullptr || ece == nullptr) return EINVAL;
+  const uint32_t offered = static_cast<uint32_t>(env_long("SOFTVERBS_ECE", 0));
+  std::lock_guard<std::mutex> lock(qp->mu);
+  if (!qp->ece_supported) return EOPNOTSUPP;
+  if (ece->vendor_id != SOFTVERBS_ECE_VENDOR_ID || ece->comp_mask != 0 ||
+      (ece->options & ~offered) != 0 || (qp->state != IBV_QPS_RESET && qp->state != IBV_QPS_INIT)) {
+    return EINVAL;
+  }
+  qp->ece_options = ece->options;
+  count(kEceSet);
+  return 0;
 }
 
 // --------------------------------------------------------------- events ----

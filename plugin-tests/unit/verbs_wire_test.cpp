@@ -53,6 +53,18 @@ TEST_CASE("connection info round-trips every field", "[unit][verbs_wire]") {
   CHECK(out.fifo_rkey == 0xabcd);
   CHECK(out.split_data);
   CHECK_FALSE(out.adaptive_routing);
+  CHECK_FALSE(out.ece);
+  CHECK(out.ece_vendor_id == 0);
+
+  ConnectionInfo with_ece = in;
+  with_ece.ece = true;
+  with_ece.ece_vendor_id = 0x15b3;
+  with_ece.ece_options = 0x80000007;
+  encode_connection_info(with_ece, bytes);
+  REQUIRE(decode_connection_info(bytes, sizeof(bytes), Role::Sender, &out, &error));
+  CHECK(out.ece);
+  CHECK(out.ece_vendor_id == 0x15b3);
+  CHECK(out.ece_options == 0x80000007);
 }
 
 TEST_CASE("connection info: each malformed field is refused by name", "[unit][verbs_wire]") {
@@ -90,8 +102,17 @@ TEST_CASE("connection info: each malformed field is refused by name", "[unit][ve
   b[8] = 6;
   CHECK(decode_error(b) == "MTU code 6, must be 1 (256) .. 5 (4096)");
   reset();
-  b[9] = 4;
-  CHECK(decode_error(b) == "unknown flags 4");
+  b[9] = 8;
+  CHECK(decode_error(b) == "unknown flags 8");
+  reset();
+  b[113] = 1;  // ECE vendor id without the ECE flag
+  CHECK(decode_error(b) == "ECE vendor id/options without the ECE flag");
+  reset();
+  b[119] = 1;
+  CHECK(decode_error(b) == "ECE vendor id/options without the ECE flag");
+  reset();
+  b[120] = 1;
+  CHECK(decode_error(b) == "nonzero reserved bytes");
   reset();
   std::memset(b + 12, 0, 4);
   CHECK(decode_error(b) == "listen id 0");

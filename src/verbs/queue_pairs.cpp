@@ -67,6 +67,36 @@ bool QueuePairs::create(Nic& nic, int count, const QpCapacity& wanted, std::stri
   return true;
 }
 
+bool QueuePairs::query_ece(uint32_t* vendor_id, uint32_t* options) const {
+  const IbverbsApi& api = nic_->api();
+  if (api.query_ece == nullptr || qps_.empty()) return false;
+  ibv_ece ece{};
+  if (api.query_ece(qps_[0].get(), &ece) != 0) return false;
+  *vendor_id = ece.vendor_id;
+  *options = ece.options;
+  return true;
+}
+
+bool QueuePairs::set_ece(uint32_t vendor_id, uint32_t options, std::string* error) {
+  const IbverbsApi& api = nic_->api();
+  if (api.set_ece == nullptr) {
+    *error = "this rdma-core has no ibv_set_ece";
+    return false;
+  }
+  for (const auto& qp : qps_) {
+    ibv_ece ece{};
+    ece.vendor_id = vendor_id;
+    ece.options = options;
+    int rc = api.set_ece(qp.get(), &ece);
+    if (rc != 0) {
+      *error = "ibv_set_ece(vendor " + std::to_string(vendor_id) + ", options " +
+               std::to_string(options) + ") failed: " + std::strerror(rc);
+      return false;
+    }
+  }
+  return true;
+}
+
 bool QueuePairs::connect(int index, uint32_t remote_qpn, const ConnectionInfo& remote,
                          const QpSettings& settings, std::string* error) {
   const IbverbsApi& api = nic_->api();

@@ -17,6 +17,7 @@ struct QpSettings {
   int timeout = 20;
   int retry_count = 7;
   int pkey_index = 0;
+  bool ece = true;  // negotiate ECE where the device offers it
 };
 
 struct QpCapacity {
@@ -36,6 +37,13 @@ class QueuePairs {
   // QP `index` to RTR and RTS towards the peer's `remote_qpn` at `remote`'s address.
   bool connect(int index, uint32_t remote_qpn, const ConnectionInfo& remote,
                const QpSettings& settings, std::string* error);
+
+  // Enhanced Connection Establishment (before RTR): what the first queue
+  // pair offers, false where the device or rdma-core has none; and the
+  // peer's choice applied to every queue pair (false, with the reason, where
+  // the device refuses it).
+  bool query_ece(uint32_t* vendor_id, uint32_t* options) const;
+  bool set_ece(uint32_t vendor_id, uint32_t options, std::string* error);
 
   int count() const { return static_cast<int>(qps_.size()); }
   ibv_qp* qp(int index) const { return qps_[static_cast<size_t>(index)].get(); }

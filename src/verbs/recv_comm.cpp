@@ -63,6 +63,17 @@ bool VerbsRecvComm::connect(const ConnectionInfo& remote, ConnectionInfo* local,
   // earlier rounds plus a whole FIFO of new ones may be held.
   QpCapacity capacity{2 * kFifoSlots + 8, kFifoSlots + 4, 256};
   if (!qps().create(nic(), remote.qp_count, capacity, error)) return false;
+  // Take the sender's ECE offer and answer with what the queue pairs then
+  // hold; on refusal neither side sets any.
+  if (remote.ece && options_.qp_settings.ece) {
+    std::string why;
+    if (qps().set_ece(remote.ece_vendor_id, remote.ece_options, &why)) {
+      local->ece = qps().query_ece(&local->ece_vendor_id, &local->ece_options);
+    } else {
+      WEFT_INFO(NCCL_NET, "%s: connection from %s without ECE: %s", nic().name().c_str(),
+                peer_name().c_str(), why.c_str());
+    }
+  }
   for (int q = 0; q < qps().count(); ++q) {
     if (!qps().connect(q, remote.qpn[q], remote, options_.qp_settings, error)) return false;
   }

@@ -48,6 +48,14 @@ bool VerbsSendComm::prepare(std::string* error) {
           return false;
         }
         remote_ = remote;
+        // The receiver answers with ECE only when it took the offer.
+        if (remote.ece && options_.qp_settings.ece) {
+          std::string why;
+          if (!qps().set_ece(remote.ece_vendor_id, remote.ece_options, &why)) {
+            WEFT_INFO(NCCL_NET, "%s: connection to %s without ECE: %s", nic().name().c_str(),
+                      peer_name().c_str(), why.c_str());
+          }
+        }
         for (int q = 0; q < qps().count(); ++q) {
           if (!qps().connect(q, remote.qpn[q], remote, options_.qp_settings, failure)) return false;
         }
@@ -72,6 +80,8 @@ ConnectionInfo VerbsSendComm::local_info() const {
   info.fifo_rkey = control_region_->rkey;
   info.split_data = options_.split_data;
   info.adaptive_routing = options_.adaptive_routing;
+  info.ece =
+      options_.qp_settings.ece && self.qps().query_ece(&info.ece_vendor_id, &info.ece_options);
   return info;
 }
 

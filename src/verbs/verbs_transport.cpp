@@ -117,6 +117,7 @@ QpSettings VerbsTransport::qp_settings(const CommConfig* config) const {
   settings.timeout = static_cast<int>(params_.ib_timeout);
   settings.retry_count = static_cast<int>(params_.ib_retry_cnt);
   settings.pkey_index = static_cast<int>(params_.ib_pkey);
+  settings.ece = params_.ib_ece_enable;
   return settings;
 }
 

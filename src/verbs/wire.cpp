@@ -9,11 +9,13 @@ constexpr uint32_t kInfoMagic = 0x31435657;  // "WVC1"
 constexpr uint8_t kInfoVersion = 1;
 constexpr uint8_t kFlagSplit = 1;
 constexpr uint8_t kFlagAdaptiveRouting = 2;
+constexpr uint8_t kFlagEce = 4;
 
 // Layout: 0 magic u32, 4 version u8, 5 role u8, 6 link layer u8, 7 QP count
 // u8, 8 MTU u8, 9 flags u8, 10 LID u16, 12 listen id u32, 16 GID[16],
 // 32 FIFO address u64, 40 FIFO rkey u32, 44 zero u32, 48 QPN u32 x 16,
-// 112 zero[16]. Little-endian.
+// 112 ECE vendor id u32, 116 ECE options u32 (both 0 without the ECE flag),
+// 120 zero[8]. Little-endian.
 template <typename T>
 void put(uint8_t* out, size_t offset, T value) {
   for (size_t i = 0; i < sizeof(T); ++i) {
@@ -54,15 +56,19 @@ void encode_connection_info(const ConnectionInfo& info, uint8_t out[kConnectionI
   put<uint8_t>(out, 6, static_cast<uint8_t>(info.link_layer));
   put<uint8_t>(out, 7, info.qp_count);
   put<uint8_t>(out, 8, info.mtu);
-  put<uint8_t>(
-      out, 9,
-      (info.split_data ? kFlagSplit : 0) | (info.adaptive_routing ? kFlagAdaptiveRouting : 0));
+  put<uint8_t>(out, 9,
+               (info.split_data ? kFlagSplit : 0) |
+                   (info.adaptive_routing ? kFlagAdaptiveRouting : 0) | (info.ece ? kFlagEce : 0));
   put<uint16_t>(out, 10, info.lid);
   put<uint32_t>(out, 12, info.listen_id);
   std::memcpy(out + 16, info.gid, 16);
   put<uint64_t>(out, 32, info.fifo_address);
   put<uint32_t>(out, 40, info.fifo_rkey);
   for (int q = 0; q < kMaxQpsPerConnection; ++q) put<uint32_t>(out, 48 + 4 * q, info.qpn[q]);
+  if (info.ece) {
+    put<uint32_t>(out, 112, info.ece_vendor_id);
+    put<uint32_t>(out, 116, info.ece_options);
+  }
 }
 
 bool decode_connection_info(const uint8_t* in, size_t size, Role expected, ConnectionInfo* info,
@@ -104,11 +110,12 @@ bool decode_connection_info(const uint8_t* in, size_t size, Role expected, Conne
   if (decoded.mtu < 1 || decoded.mtu > 5) {
     return fail(error, "MTU code " + std::to_string(decoded.mtu) + ", must be 1 (256) .. 5 (4096)");
   }
-  if ((in[9] & ~(kFlagSplit | kFlagAdaptiveRouting)) != 0) {
+  if ((in[9] & ~(kFlagSplit | kFlagAdaptiveRouting | kFlagEce)) != 0) {
     return fail(error, "unknown flags " + std::to_string(in[9]));
   }
   decoded.split_data = (in[9] & kFlagSplit) != 0;
   decoded.adaptive_routing = (in[9] & kFlagAdaptiveRouting) != 0;
+  decoded.ece = (in[9] & kFlagEce) != 0;
   decoded.lid = get<uint16_t>(in, 10);
   decoded.listen_id = get<uint32_t>(in, 12);
   if (decoded.listen_id == 0) return fail(error, "listen id 0");
@@ -123,8 +130,14 @@ bool decode_connection_info(const uint8_t* in, size_t size, Role expected, Conne
   decoded.fifo_address = get<uint64_t>(in, 32);
   decoded.fifo_rkey = get<uint32_t>(in, 40);
   if (decoded.fifo_address == 0) return fail(error, "FIFO address 0");
-  if (get<uint32_t>(in, 44) != 0 || !all_zero(in + 112, 16)) {
+  if (get<uint32_t>(in, 44) != 0 || !all_zero(in + 120, 8)) {
     return fail(error, "nonzero reserved bytes");
+  }
+  if (decoded.ece) {
+    decoded.ece_vendor_id = get<uint32_t>(in, 112);
+    decoded.ece_options = get<uint32_t>(in, 116);
+  } else if (!all_zero(in + 112, 8)) {
+    return fail(error, "ECE vendor id/options without the ECE flag");
   }
   for (int q = 0; q < kMaxQpsPerConnection; ++q) {
     decoded.qpn[q] = get<uint32_t>(in, 48 + 4 * q);

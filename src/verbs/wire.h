@@ -41,6 +41,11 @@ struct ConnectionInfo {
   uint32_t fifo_rkey = 0;
   bool split_data = false;        // sender's choice, adopted by the receiver
   bool adaptive_routing = false;  // informational: the sender decides how it writes
+  // Enhanced Connection Establishment: the sender's offer, the receiver's
+  // answer (what it set from the offer), absent where the device has none.
+  bool ece = false;
+  uint32_t ece_vendor_id = 0;
+  uint32_t ece_options = 0;
 };
 
 constexpr size_t kConnectionInfoSize = 128;
