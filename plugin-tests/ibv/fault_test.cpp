@@ -1,6 +1,8 @@
 // Faults injected into softverbs (../softverbs) end in the right error
 // from test() within a bounded time, on the rank that suffers them, and the
-// peer rank ends too (error or success, never a hang); nothing crashes.
+// peer rank ends too (error or success, never a hang); nothing crashes,
+// and after close and finalize the rank holds no more fds or threads than
+// before init.
 //   WEFT_TEST_FAULT       NAME=VALUE set in the faulty rank before init
 //                         (a SOFTVERBS_FAULT_* knob), or "kill": the faulty
 //                         rank exits right after connecting
@@ -19,6 +21,7 @@
 
 #include "net_ops.h"
 #include "pattern.h"
+#include "proc_usage.h"
 #include "two_rank.h"
 
 using namespace weft;
@@ -87,6 +90,7 @@ ncclResult_t run_side(NetClient& c, void* comm, bool sender, std::vector<Buffer>
 }
 
 void side(Rank& rk, bool sender) {
+  const ProcUsage before = proc_usage();
   const std::string fault = env_or("WEFT_TEST_FAULT", "");
   const bool faulty = env_or("WEFT_TEST_FAULT_RANK", "sender") == (sender ? "sender" : "receiver");
   if (faulty && fault != "kill" && !fault.empty()) {
@@ -126,6 +130,12 @@ void side(Rank& rk, bool sender) {
     c->close_recv(comm);
   }
   FT_OK(c->finalize());
+  // Nothing of the failed connection stays: no fd (device context, side
+  // channel, completion channel) and no thread (softverbs' NIC).
+  const ProcUsage after = proc_usage();
+  FT_REQUIRE(after.fds == before.fds && after.threads == before.threads,
+             "after the fault, closing and finalize: " << to_string(after)
+                                                       << ", before init: " << to_string(before));
 }
 
 }  // namespace
