@@ -17,6 +17,10 @@ weft_build
 
 # Per-test timeout: a hung peer must fail the test, not the CI job.
 timeout_s=${WEFT_TEST_TIMEOUT:-600}
+# Tests run two at a time: most of a test's time is spent waiting (close
+# timeouts, peers, retries), none binds a fixed port outside its own network
+# namespace, and none asserts on time. WEFT_TEST_JOBS=1 runs them one by one.
+jobs=${WEFT_TEST_JOBS:-2}
 status=0
 full_run=0
 # Tests labelled known-issue fail because of libfabric provider bugs
@@ -26,8 +30,9 @@ if [ $# -eq 0 ]; then
   set -- -LE known-issue
   echo "==> not run (known provider issues): $(ctest --preset default -N -L known-issue | sed -n 's/.*Test *#[0-9]*: //p' | tr '\n' ' ')"
 fi
-echo "==> ctest --preset default, libfabric 1.17 (timeout ${timeout_s}s per test)"
-ctest --preset default --output-on-failure --timeout "$timeout_s" "$@" </dev/null || status=$?
+echo "==> ctest --preset default -j $jobs, libfabric 1.17 (timeout ${timeout_s}s per test)"
+ctest --preset default -j "$jobs" --output-on-failure --timeout "$timeout_s" "$@" </dev/null ||
+  status=$?
 
 if [ "$full_run" -eq 1 ]; then
   tarball=${WEFT_LIBFABRIC26_TARBALL:-../shared/vendor/libfabric-2.6.0.tar.xz}
@@ -42,7 +47,7 @@ if [ "$full_run" -eq 1 ]; then
     cmake --build --preset fabric26 -j "$(nproc)" </dev/null
     # The native verbs suites (label ibv) use no libfabric: run once, above.
     echo "==> ctest --preset fabric26 -L 'conformance|functional|cuda' -LE 'known-issue|ibv', libfabric 2.6"
-    ctest --preset fabric26 --output-on-failure --timeout "$timeout_s" \
+    ctest --preset fabric26 -j "$jobs" --output-on-failure --timeout "$timeout_s" \
       -L 'conformance|functional|cuda' -LE 'known-issue|ibv' </dev/null || status=$?
   fi
 fi
