@@ -19,7 +19,9 @@ weft_build
 timeout_s=${WEFT_TEST_TIMEOUT:-600}
 # Tests run two at a time: most of a test's time is spent waiting (close
 # timeouts, peers, retries), none binds a fixed port outside its own network
-# namespace, and none asserts on time. WEFT_TEST_JOBS=1 runs them one by one.
+# namespace, and none asserts on time. Tests over libfabric's shm run alone
+# (weft_shm_runs_alone in plugin-tests/CMakeLists.txt). WEFT_TEST_JOBS=1 runs
+# them all one by one.
 jobs=${WEFT_TEST_JOBS:-2}
 status=0
 full_run=0
