@@ -28,7 +28,8 @@ FlushMode flush_mode(const Params& params) {
 
 }  // namespace
 
-VerbsTransport::VerbsTransport(const Params& params, DiscoveredPorts ports) : params_(params) {
+VerbsTransport::VerbsTransport(const Params& params, DiscoveredPorts ports)
+    : params_(params), ibverbs_(ports.nics.front()->ibverbs()), cuda_(ports.nics.front()->cuda()) {
   // One line per port, however the transport was chosen (auto or verbs).
   for (size_t i = 0; i < ports.nics.size(); ++i) {
     const Nic& nic = *ports.nics[i];
@@ -38,8 +39,6 @@ VerbsTransport::VerbsTransport(const Params& params, DiscoveredPorts ports) : pa
     port->properties = props;
     port->link_layer = nic.address().link_layer;
     ports_.push_back(std::move(port));
-    ibverbs_ = nic.ibverbs();
-    cuda_ = nic.cuda();
     WEFT_INFO(NCCL_INIT, "NIC %zu: %s port %d, %s, GID index %d (%s), %d Mbps, %s%s", i,
               props.name.c_str(), props.port,
               nic.address().link_layer == LinkLayer::Ethernet ? "RoCE" : "InfiniBand",
