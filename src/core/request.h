@@ -1,29 +1,46 @@
-// A send or (grouped) receive in flight, independent of the transport.
-// Completions may be delivered by any thread polling the shared completion
-// queue; the owning comm's thread reads the result after `pending_` drops
-// to zero (acquire/release pairing).
+// Requests in flight, independent of the transport. Two variants, one
+// owner interface:
+// - CompletionRequest: completions may be delivered by any thread polling a
+//   completion queue shared by several comms (libfabric endpoints), so its
+//   counters are atomic; the owning comm's thread reads the result after
+//   `pending_` drops to zero (acquire/release pairing).
+// - PolledRequest: only the owning comm's thread reads the comm's own
+//   completion queue (verbs: a CQ per connection), so plain fields do, and
+//   the comm sets the result and the sizes itself.
 #pragma once
 
 #include <atomic>
 #include <cstdio>
 
 #include "core/completion_target.h"
+#include "weft/log.h"
 #include "weft/transport.h"
 
 namespace weft {
 
+// The comm a request belongs to.
 class RequestOwner {
  public:
-  // Drives progress (polls the completion queue, posts what is unposted).
+  // Drives progress (polls the completion queue, posts what is unposted);
+  // once the connection failed, returns that failure.
   virtual ncclResult_t progress() = 0;
   // Hands a finished request back to the comm's pool.
   virtual void recycle(Request* request) = 0;
+
+ protected:
+  ~RequestOwner() = default;
+};
+
+// A CompletionRequest's owner also turns a failed completion's provider
+// error into NCCL's result.
+class CompletionOwner : public RequestOwner {
+ public:
   // Error code for a failed completion, with the peer named in the log.
   virtual ncclResult_t report_failure(int error, size_t overflow_length, size_t posted_size,
                                       const char* text) = 0;
 
  protected:
-  ~RequestOwner() = default;
+  ~CompletionOwner() = default;
 };
 
 // Op: the transport's per-operation context, with members `target`
@@ -41,7 +58,7 @@ class CompletionRequest final : public Request, public CompletionTarget {
   // Sends report their posted size: transports leave a send's length undefined.
   // `reported`: how many sizes test() returns when fewer than `count`
   // operations carry the caller's buffers (the rest are protocol messages).
-  void start(RequestOwner* owner, int count, bool is_send, int reported = -1) {
+  void start(CompletionOwner* owner, int count, bool is_send, int reported = -1) {
     owner_ = owner;
     is_send_ = is_send;
     count_ = count;
@@ -67,7 +84,7 @@ class CompletionRequest final : public Request, public CompletionTarget {
       if (result != ncclSuccess) return result;
       if (!finished()) return ncclSuccess;
     }
-    RequestOwner* owner = owner_;
+    CompletionOwner* owner = owner_;
     int error = error_.load(std::memory_order_relaxed);
     if (error != 0) {
       ncclResult_t result =
@@ -116,7 +133,7 @@ class CompletionRequest final : public Request, public CompletionTarget {
   Op ops_[MaxOps];
   size_t lengths_[MaxOps] = {};
   size_t posted_sizes_[MaxOps] = {};
-  RequestOwner* owner_ = nullptr;
+  CompletionOwner* owner_ = nullptr;
   int count_ = 0;
   int reported_ = 0;
   bool is_send_ = false;
@@ -125,6 +142,57 @@ class CompletionRequest final : public Request, public CompletionTarget {
   uint32_t error_slot_ = 0;
   size_t error_overflow_ = 0;
   char error_text_[160] = {};
+};
+
+// MaxSizes: the most receives one request groups.
+template <int MaxSizes>
+class PolledRequest final : public Request {
+ public:
+  void start(RequestOwner* owner, int group) {
+    owner_ = owner;
+    count = group;
+    pending = 0;
+    result = ncclSuccess;
+    in_flight_ = true;
+  }
+
+  ncclResult_t test(int* done, int* sizes_out) override {
+    *done = 0;
+    if (!in_flight_) {
+      WEFT_WARN("test() of request %p, which is not in flight", static_cast<void*>(this));
+      return ncclInvalidArgument;
+    }
+    if (pending > 0) {
+      // Fails only once the connection failed: then pending requests end with it.
+      ncclResult_t progress = owner_->progress();
+      if (progress != ncclSuccess) return finish(progress);
+      if (pending > 0) return ncclSuccess;
+    }
+    if (result == ncclSuccess) {
+      if (sizes_out != nullptr) {
+        for (int i = 0; i < count; ++i) sizes_out[i] = static_cast<int>(sizes[i]);
+      }
+      *done = 1;
+    }
+    return finish(result);
+  }
+
+  int count = 0;    // receives of the group (1 for a send, 0 for a flush)
+  int pending = 0;  // completions still expected
+  int slot = 0;     // the owner's index for it (FIFO slot, flush slot)
+  ncclResult_t result = ncclSuccess;
+  size_t posted[MaxSizes] = {};
+  size_t sizes[MaxSizes] = {};
+
+ private:
+  ncclResult_t finish(ncclResult_t outcome) {
+    in_flight_ = false;
+    owner_->recycle(this);
+    return outcome;
+  }
+
+  RequestOwner* owner_ = nullptr;
+  bool in_flight_ = false;
 };
 
 }  // namespace weft

@@ -40,7 +40,7 @@ ncclResult_t completion_failure(const char* operation, Endpoint& endpoint,
                                 size_t posted_size, const char* text);
 
 template <typename Interface>
-class CommBase : public Interface, public RequestOwner {
+class CommBase : public Interface, public CompletionOwner {
  public:
   explicit CommBase(CommSetup setup)
       : setup_(std::move(setup)), device_name_(setup_.endpoint->device_name()) {}

@@ -92,7 +92,7 @@ ncclResult_t RdmaRecvPath::post_bounce(int index) {
 }
 
 void RdmaRecvPath::fail(const std::string& problem) {
-  fault_.raise(endpoint_.device_name(), peer_.name, "protocol error: " + problem);
+  fault_.raise(ncclRemoteError, endpoint_.device_name(), peer_.name, "protocol error: " + problem);
 }
 
 ncclResult_t RdmaRecvPath::poll_rails() {
@@ -195,7 +195,7 @@ bool RdmaRecvPath::place_eager(int index, ncclResult_t* result) {
     return false;
   }
   if (header.aborted) {
-    fault_.raise(endpoint_.device_name(), peer_.name,
+    fault_.raise(ncclRemoteError, endpoint_.device_name(), peer_.name,
                  "the sender's write of message #" + std::to_string(header.index) +
                      " failed (a rail or the connection went down on its side)");
     *result = ncclRemoteError;

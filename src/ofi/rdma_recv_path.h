@@ -11,10 +11,10 @@
 #include <string>
 #include <vector>
 
+#include "core/connection_fault.h"
 #include "core/request_pool.h"
 #include "ofi/completion.h"
 #include "ofi/endpoint.h"
-#include "ofi/protocol_fault.h"
 #include "ofi/rdma_wire.h"
 
 namespace weft::ofi {
@@ -26,7 +26,9 @@ struct RdmaPeer {
   uint32_t local_comm_id = 0;
 };
 
-class RdmaRecvPath final : public RequestOwner, public CompletionTarget, public RemoteWriteTarget {
+class RdmaRecvPath final : public CompletionOwner,
+                           public CompletionTarget,
+                           public RemoteWriteTarget {
  public:
   // rails[0] carries clear-to-sends and eager messages; data writes may
   // arrive on any rail.
@@ -130,7 +132,7 @@ class RdmaRecvPath final : public RequestOwner, public CompletionTarget, public 
   std::mutex state_mutex_;  // slots_: the comm's thread and the polling thread
   Slot slots_[kRdmaSlots];
   bool needs_notices_ = false;
-  ProtocolFault fault_;
+  ConnectionFault fault_;
   RequestPool<RecvRequest, kRdmaSlots> pool_;
 };
 

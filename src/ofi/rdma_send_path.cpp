@@ -75,7 +75,7 @@ ncclResult_t RdmaSendPath::poll_rails() {
 }
 
 void RdmaSendPath::fail(const std::string& problem) {
-  fault_.raise(endpoint_.device_name(), peer_.name, "protocol error: " + problem);
+  fault_.raise(ncclRemoteError, endpoint_.device_name(), peer_.name, "protocol error: " + problem);
 }
 
 int RdmaSendPath::claim_entry(Group& group, int32_t tag) {

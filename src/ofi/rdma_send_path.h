@@ -10,10 +10,10 @@
 #include <string>
 #include <vector>
 
+#include "core/connection_fault.h"
 #include "core/request_pool.h"
 #include "ofi/completion.h"
 #include "ofi/endpoint.h"
-#include "ofi/protocol_fault.h"
 #include "ofi/rdma_recv_path.h"
 #include "ofi/rdma_wire.h"
 
@@ -26,7 +26,7 @@ struct RdmaRail {
   uint16_t remote_target = 0;  // the receiver's write target on this rail
 };
 
-class RdmaSendPath final : public RequestOwner, public CompletionTarget {
+class RdmaSendPath final : public CompletionOwner, public CompletionTarget {
  public:
   // NCCL may keep 32 x maxRecvs sends in flight on one comm.
   static constexpr size_t kPoolSize = kRdmaSlots * kRdmaMaxEntries;
@@ -135,7 +135,7 @@ class RdmaSendPath final : public RequestOwner, public CompletionTarget {
   std::atomic<bool> abort_done_{false};
   void* cts_region_ = nullptr;
   void* header_region_ = nullptr;
-  ProtocolFault fault_;
+  ConnectionFault fault_;
   RequestPool<SendRequest, kPoolSize> pool_;
 };
 

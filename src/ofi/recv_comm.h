@@ -71,7 +71,7 @@ class OfiRecvComm final : public CommBase<RecvComm>, public CompletionTarget {
   RequestPool<RecvRequest, kMaxRequests> pool_;
   RequestPool<FlushRequest, kMaxRequests> flush_pool_;
   // Flush requests go back to their own pool.
-  struct FlushOwner final : RequestOwner {
+  struct FlushOwner final : CompletionOwner {
     explicit FlushOwner(OfiRecvComm* owner) : comm(owner) {}
     ncclResult_t progress() override;
     void recycle(Request* request) override;

@@ -10,6 +10,8 @@
 #include <memory>
 #include <string>
 
+#include "core/connection_fault.h"
+#include "core/request.h"
 #include "core/request_pool.h"
 #include "core/tcp_channel.h"
 #include "verbs/nic.h"
@@ -18,32 +20,8 @@
 
 namespace weft::verbs {
 
-class RequestHost;
-
-class VerbsRequest final : public Request {
- public:
-  ncclResult_t test(int* done, int* sizes) override;
-
-  RequestHost* host = nullptr;
-  int count = 0;    // receives of the group (1 for a send)
-  int pending = 0;  // completions still expected
-  int slot = 0;     // FIFO slot (sends, receives) or flush
-  ncclResult_t result = ncclSuccess;
-  size_t posted[kMaxRecvs] = {};
-  size_t sizes[kMaxRecvs] = {};
-};
-
-class RequestHost {
- public:
-  virtual ncclResult_t test_request(VerbsRequest* request, int* done, int* sizes) = 0;
-
- protected:
-  ~RequestHost() = default;
-};
-
-inline ncclResult_t VerbsRequest::test(int* done, int* sizes) {
-  return host->test_request(this, done, sizes);
-}
+// Completions come from the connection's own queue, polled by its thread.
+using VerbsRequest = PolledRequest<kMaxRecvs>;
 
 // wr_id: what a completion is for.
 enum class WrKind : uint64_t { Data = 1, Cts = 2, Flush = 3 };
@@ -62,11 +40,10 @@ struct ConnectionSetup {
   QueuePairs qps;
   TcpStream stream;
   std::string peer_name;
-  int close_timeout_ms = 2000;
 };
 
 template <typename Interface>
-class CommBase : public Interface, public RequestHost {
+class CommBase : public Interface, public RequestOwner {
  public:
   explicit CommBase(ConnectionSetup setup)
       : setup_(std::move(setup)), nic_failures_(setup_.nic->failures()) {}
@@ -84,26 +61,7 @@ class CommBase : public Interface, public RequestHost {
     return nic().deregister_memory(static_cast<MemoryHandle*>(mhandle));
   }
 
-  ncclResult_t test_request(VerbsRequest* request, int* done, int* sizes) override {
-    *done = 0;
-    if (!pool_.is_used(request)) {
-      WEFT_WARN("%s: test() of request %p, which is not in flight on this comm",
-                nic().name().c_str(), static_cast<void*>(request));
-      return ncclInvalidArgument;
-    }
-    if (request->pending > 0 && fault_ == ncclSuccess) {
-      ncclResult_t result = progress();
-      if (result != ncclSuccess && fault_ == ncclSuccess) return result;
-    }
-    if (request->pending > 0 && fault_ == ncclSuccess) return ncclSuccess;
-    ncclResult_t result = request->pending > 0 ? fault_ : request->result;
-    if (result == ncclSuccess && sizes != nullptr) {
-      for (int i = 0; i < request->count; ++i) sizes[i] = static_cast<int>(request->sizes[i]);
-    }
-    if (result == ncclSuccess) *done = 1;
-    release(request);
-    return result;
-  }
+  void recycle(Request* request) override { release(static_cast<VerbsRequest*>(request)); }
 
   // The peer's side-channel address, for messages.
   const std::string& peer_name() const { return setup_.peer_name; }
@@ -112,8 +70,8 @@ class CommBase : public Interface, public RequestHost {
   Nic& nic() { return *setup_.nic; }
   QueuePairs& qps() { return setup_.qps; }
   TcpStream& stream() { return setup_.stream; }
-  bool faulted() const { return fault_ != ncclSuccess; }
-  ncclResult_t fault() const { return fault_; }
+  bool faulted() const { return fault_.raised(); }
+  ncclResult_t fault() const { return fault_.result(); }
 
   // Page-aligned, zeroed memory the peer writes into (FIFOs), registered;
   // freed by release_control. False with *error naming `what`.
@@ -143,11 +101,7 @@ class CommBase : public Interface, public RequestHost {
 
   VerbsRequest* acquire_request(int count) {
     VerbsRequest* request = pool_.acquire();
-    if (request == nullptr) return nullptr;
-    request->host = this;
-    request->count = count;
-    request->pending = 0;
-    request->result = ncclSuccess;
+    if (request != nullptr) request->start(this, count);
     return request;
   }
   void release(VerbsRequest* request) {
@@ -158,17 +112,12 @@ class CommBase : public Interface, public RequestHost {
 
   // Ends the connection: every pending and later operation reports `result`.
   ncclResult_t fail(ncclResult_t result, const std::string& text) {
-    if (fault_ == ncclSuccess) {
-      fault_ = result;
-      WEFT_WARN("%s: connection with %s failed: %s", nic().name().c_str(), peer_name().c_str(),
-                text.c_str());
-    }
-    return fault_;
+    return fault_.raise(result, nic().name(), peer_name(), text);
   }
 
   // Reads completions; failures end the connection.
   ncclResult_t poll_cq(ibv_cq* cq) {
-    if (faulted()) return fault_;
+    if (faulted()) return fault();
     ibv_wc completions[16];
     int n = ibv_poll_cq(cq, 16, completions);
     if (n < 0) return fail(ncclSystemError, "ibv_poll_cq failed");
@@ -179,7 +128,7 @@ class CommBase : public Interface, public RequestHost {
         continue;
       }
       on_completion(wc);
-      if (faulted()) return fault_;
+      if (faulted()) return fault();
     }
     return n == 0 ? check_health() : ncclSuccess;
   }
@@ -187,7 +136,7 @@ class CommBase : public Interface, public RequestHost {
   // Rate-limited checks while idle: the port's fatal events, and the peer
   // process (its side channel closes when it exits or closes the comm).
   ncclResult_t check_health() {
-    if (faulted()) return fault_;
+    if (faulted()) return fault();
     if (nic().failures() != nic_failures_) {
       return fail(ncclSystemError, "device " + nic().name() + ": " + nic().failure_text());
     }
@@ -235,7 +184,6 @@ class CommBase : public Interface, public RequestHost {
 
   virtual void on_completion(const ibv_wc& wc) = 0;
   virtual bool has_pending() const = 0;
-  virtual ncclResult_t progress() = 0;
   virtual void release_slot(VerbsRequest* /*request*/) {}
 
  private:
@@ -266,7 +214,7 @@ class CommBase : public Interface, public RequestHost {
 
   ConnectionSetup setup_;
   uint32_t nic_failures_ = 0;
-  ncclResult_t fault_ = ncclSuccess;
+  ConnectionFault fault_;
   RequestPool<VerbsRequest, kMaxRequests * kMaxRecvs> pool_;
   std::chrono::steady_clock::time_point next_peer_check_{};
   std::chrono::steady_clock::time_point peer_gone_since_{};
