@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "core/connect_resume.h"
 #include "core/cuda/cuda_driver.h"
 #include "core/hash.h"
 #include "core/rail_grouping.h"
@@ -266,23 +267,15 @@ ncclResult_t OfiTransport::connect(int dev, const CommConfig&, void* handle, Sen
   Device device;
   if (!device_of(dev, "connect", &device)) return ncclInvalidArgument;
   const Rail& rail = first_rail(device);
-  ListenHandle decoded;
-  std::string error;
-  if (!decode_handle(handle, kHandleSize, TransportId::Ofi, &decoded, &error)) {
-    WEFT_WARN("connect on %s: %s", device.properties.name.c_str(), error.c_str());
-    return ncclInvalidArgument;
-  }
-  if (decoded.fingerprint != rail.provider_hash) {
+  auto check = [&](const ListenHandle& decoded) {
+    if (decoded.fingerprint == rail.provider_hash) return ncclSuccess;
     WEFT_WARN(
         "connect on %s: the peer listens with a different libfabric provider or address "
         "format than this device (%s); set the same WEFT_OFI_PROVIDER on every node",
         device.properties.name.c_str(), rail.discovered.info->fabric_attr->prov_name);
     return ncclInvalidUsage;
-  }
-
-  uint64_t cookie = decoded.connect_cookie;
-  std::unique_ptr<OfiSendComm> comm = pending_.take(cookie);
-  if (!comm) {
+  };
+  auto build = [&](const ListenHandle& decoded, std::unique_ptr<OfiSendComm>* out) {
     std::vector<std::shared_ptr<Endpoint>> endpoints;
     ncclResult_t result = rail_endpoints(device, &endpoints);
     if (result != ncclSuccess) return result;
@@ -295,26 +288,13 @@ ncclResult_t OfiTransport::connect(int dev, const CommConfig&, void* handle, Sen
     setup.peer_name = endpoint->address_to_string(decoded.payload, decoded.payload_size);
     result = endpoint->insert_address(decoded.payload, decoded.payload_size, &setup.peer);
     if (result != ncclSuccess) return result;
-    comm = std::make_unique<OfiSendComm>(std::move(setup), endpoint->next_id(), decoded.listen_id,
+    *out = std::make_unique<OfiSendComm>(std::move(setup), endpoint->next_id(), decoded.listen_id,
                                          static_cast<int>(params_.connect_timeout_ms));
-    cookie = pending_.new_cookie();
-  }
-
-  bool connected = false;
-  ncclResult_t result = comm->step_connect(&connected);
-  if (result != ncclSuccess) {
-    comm.release()->close();
-    store_connect_cookie(handle, 0);
-    return result;
-  }
-  if (connected) {
-    store_connect_cookie(handle, 0);
-    *send_comm = comm.release();
     return ncclSuccess;
-  }
-  store_connect_cookie(handle, cookie);
-  pending_.park(cookie, std::move(comm));
-  return ncclSuccess;
+  };
+  auto step = [](OfiSendComm& comm, bool* connected) { return comm.step_connect(connected); };
+  return resume_connect(pending_, TransportId::Ofi, device.properties.name, handle, check, build,
+                        step, send_comm);
 }
 
 }  // namespace weft::ofi

@@ -9,7 +9,7 @@
 #include <mutex>
 #include <vector>
 
-#include "core/connect_cookies.h"
+#include "core/pending_connects.h"
 #include "ofi/endpoint.h"
 #include "ofi/gpu_support.h"
 #include "ofi/protocol_choice.h"

@@ -4,12 +4,11 @@ namespace weft::verbs {
 
 VerbsListenComm::VerbsListenComm(std::shared_ptr<Nic> nic, std::unique_ptr<TcpListener> listener,
                                  uint32_t listen_id, const RecvOptions& options,
-                                 int close_timeout_ms, int connect_timeout_ms)
+                                 int connect_timeout_ms)
     : nic_(std::move(nic)),
       listener_(std::move(listener)),
       listen_id_(listen_id),
       options_(options),
-      close_timeout_ms_(close_timeout_ms),
       connect_timeout_(connect_timeout_ms) {}
 
 ncclResult_t VerbsListenComm::take_new_connections() {
@@ -26,7 +25,6 @@ ncclResult_t VerbsListenComm::take_new_connections() {
     setup.nic = nic_;
     setup.peer_name = stream.peer().text();
     setup.stream = std::move(stream);
-    setup.close_timeout_ms = close_timeout_ms_;
     auto comm = std::make_unique<VerbsRecvComm>(std::move(setup), options_, listen_id_);
     if (!comm->prepare(&error)) {
       WEFT_WARN("%s: preparing a receive comm failed: %s", nic_->name().c_str(), error.c_str());

@@ -17,8 +17,7 @@ namespace weft::verbs {
 class VerbsListenComm final : public ListenComm {
  public:
   VerbsListenComm(std::shared_ptr<Nic> nic, std::unique_ptr<TcpListener> listener,
-                  uint32_t listen_id, const RecvOptions& options, int close_timeout_ms,
-                  int connect_timeout_ms);
+                  uint32_t listen_id, const RecvOptions& options, int connect_timeout_ms);
 
   ncclResult_t accept(RecvComm** recv_comm) override;
 
@@ -36,7 +35,6 @@ class VerbsListenComm final : public ListenComm {
   std::unique_ptr<TcpListener> listener_;
   uint32_t listen_id_;
   RecvOptions options_;
-  int close_timeout_ms_;
   std::chrono::milliseconds connect_timeout_;
   std::vector<Accepting> accepting_;
 };

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "core/comm_id.h"
+#include "core/connect_resume.h"
 #include "core/cuda/cuda_driver.h"
 #include "core/handle_header.h"
 #include "verbs/gid_select.h"
@@ -153,7 +154,6 @@ ncclResult_t VerbsTransport::listen(int dev, void* handle, ListenComm** listen_c
   WEFT_INFO(NCCL_NET, "%s: listening on %s (%s)", nic->name().c_str(),
             listener->address().text().c_str(), ifname.c_str());
   *listen_comm = new VerbsListenComm(std::move(nic), std::move(listener), listen_id, options,
-                                     static_cast<int>(params_.close_timeout_ms),
                                      static_cast<int>(params_.connect_timeout_ms));
   return ncclSuccess;
 }
@@ -163,13 +163,9 @@ ncclResult_t VerbsTransport::connect(int dev, const CommConfig& config, void* ha
   *send_comm = nullptr;
   std::shared_ptr<Nic> nic;
   if (ncclResult_t result = nic_for(dev, "connect", &nic); result != ncclSuccess) return result;
-  ListenHandle decoded;
-  std::string error;
-  if (!decode_handle(handle, kHandleSize, TransportId::Verbs, &decoded, &error)) {
-    WEFT_WARN("connect on %s: %s", nic->name().c_str(), error.c_str());
-    return ncclInvalidArgument;
-  }
-  if (decoded.fingerprint != fingerprint(*ports_[static_cast<size_t>(dev)])) {
+  const uint32_t expected = fingerprint(*ports_[static_cast<size_t>(dev)]);
+  auto check = [&](const ListenHandle& decoded) {
+    if (decoded.fingerprint == expected) return ncclSuccess;
     WEFT_WARN(
         "connect on %s: the peer listens on a %s port, this one is %s; select matching "
         "ports with WEFT_IB_HCA / NCCL_IB_HCA",
@@ -178,10 +174,9 @@ ncclResult_t VerbsTransport::connect(int dev, const CommConfig& config, void* ha
                                                                                    : "InfiniBand",
         nic->address().link_layer == LinkLayer::Ethernet ? "RoCE" : "InfiniBand");
     return ncclInvalidUsage;
-  }
-  uint64_t cookie = decoded.connect_cookie;
-  std::unique_ptr<VerbsSendComm> comm = pending_.take(cookie);
-  if (!comm) {
+  };
+  auto build = [&](const ListenHandle& decoded, std::unique_ptr<VerbsSendComm>* out) {
+    std::string error;
     SocketAddress peer;
     if (!SocketAddress::unpack(decoded.payload, decoded.payload_size, &peer, &error)) {
       WEFT_WARN("connect on %s: bad side-channel address in the handle: %s", nic->name().c_str(),
@@ -200,7 +195,6 @@ ncclResult_t VerbsTransport::connect(int dev, const CommConfig& config, void* ha
     ConnectionSetup setup;
     setup.nic = nic;
     setup.peer_name = peer.text();
-    setup.close_timeout_ms = static_cast<int>(params_.close_timeout_ms);
     if (!TcpStream::connect(peer, &setup.stream, &error)) {
       WEFT_WARN("connect on %s: %s", nic->name().c_str(), error.c_str());
       return ncclRemoteError;
@@ -210,38 +204,39 @@ ncclResult_t VerbsTransport::connect(int dev, const CommConfig& config, void* ha
       WEFT_WARN("connect on %s: %s", nic->name().c_str(), error.c_str());
       return ncclSystemError;
     }
-    comm = std::make_unique<VerbsSendComm>(std::move(setup), options, decoded.listen_id);
+    auto comm = std::make_unique<VerbsSendComm>(std::move(setup), options, decoded.listen_id);
     if (!comm->prepare(&error)) {
       WEFT_WARN("connect on %s: %s", nic->name().c_str(), error.c_str());
       return ncclSystemError;
     }
     comm->connect_deadline =
         std::chrono::steady_clock::now() + std::chrono::milliseconds(params_.connect_timeout_ms);
-    cookie = pending_.new_cookie();
-  }
-  switch (comm->advance_setup(&error)) {
-    case SetupProgress::Failed:
-      WEFT_WARN("connect on %s to %s failed: %s", nic->name().c_str(), comm->peer_name().c_str(),
-                error.c_str());
-      store_connect_cookie(handle, 0);
-      return ncclRemoteError;
-    case SetupProgress::Pending:
-      if (std::chrono::steady_clock::now() >= comm->connect_deadline) {
-        WEFT_WARN("connect on %s to %s: no answer within WEFT_CONNECT_TIMEOUT_MS=%lld ms",
-                  nic->name().c_str(), comm->peer_name().c_str(),
-                  static_cast<long long>(params_.connect_timeout_ms));
-        store_connect_cookie(handle, 0);
+    *out = std::move(comm);
+    return ncclSuccess;
+  };
+  auto step = [&](VerbsSendComm& comm, bool* connected) {
+    std::string error;
+    switch (comm.advance_setup(&error)) {
+      case SetupProgress::Failed:
+        WEFT_WARN("connect on %s to %s failed: %s", nic->name().c_str(), comm.peer_name().c_str(),
+                  error.c_str());
         return ncclRemoteError;
-      }
-      store_connect_cookie(handle, cookie);
-      pending_.park(cookie, std::move(comm));
-      return ncclSuccess;
-    case SetupProgress::Done:
-      break;
-  }
-  store_connect_cookie(handle, 0);
-  *send_comm = comm.release();
-  return ncclSuccess;
+      case SetupProgress::Pending:
+        if (std::chrono::steady_clock::now() >= comm.connect_deadline) {
+          WEFT_WARN("connect on %s to %s: no answer within WEFT_CONNECT_TIMEOUT_MS=%lld ms",
+                    nic->name().c_str(), comm.peer_name().c_str(),
+                    static_cast<long long>(params_.connect_timeout_ms));
+          return ncclRemoteError;
+        }
+        return ncclSuccess;
+      case SetupProgress::Done:
+        *connected = true;
+        return ncclSuccess;
+    }
+    return ncclInternalError;
+  };
+  return resume_connect(pending_, TransportId::Verbs, nic->name(), handle, check, build, step,
+                        send_comm);
 }
 
 }  // namespace weft::verbs

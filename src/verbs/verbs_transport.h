@@ -8,7 +8,7 @@
 #include <mutex>
 #include <vector>
 
-#include "core/connect_cookies.h"
+#include "core/pending_connects.h"
 #include "verbs/port_discovery.h"
 #include "verbs/recv_comm.h"
 #include "verbs/send_comm.h"
