@@ -195,15 +195,13 @@ ncclResult_t OfiTransport::rail_endpoints(const Device& device,
 
 ncclResult_t OfiTransport::endpoint_for(int rail, std::shared_ptr<Endpoint>* out) {
   Rail& device = *rails_[rail];
-  std::lock_guard<std::mutex> lock(device.mutex);
-  std::shared_ptr<Endpoint> endpoint = device.endpoint.lock();
-  if (endpoint && endpoint->broken()) {
-    // Comms still using the broken one keep it alive until they close.
+  auto usable = [&](const Endpoint& endpoint) {
+    if (!endpoint.broken()) return true;
     WEFT_INFO(NCCL_NET, "%s: opening a fresh endpoint after a connection failure",
               device.discovered.properties.name.c_str());
-    endpoint.reset();
-  }
-  if (!endpoint) {
+    return false;
+  };
+  auto open = [&](std::shared_ptr<Endpoint>* endpoint) {
     EndpointOptions options;
     options.cq_read_count = static_cast<int>(params_.ofi_cq_read_count);
     options.cq_size = static_cast<int>(params_.ofi_cq_size);
@@ -219,13 +217,10 @@ ncclResult_t OfiTransport::endpoint_for(int rail, std::shared_ptr<Endpoint>* out
     options.max_message = device.discovered.properties.max_p2p_bytes;
     options.reorder_window = static_cast<int>(params_.ofi_test_reorder);
     options.reorder_seed = static_cast<uint64_t>(params_.ofi_test_reorder_seed);
-    ncclResult_t result = Endpoint::open(device.discovered.info.get(),
-                                         device.discovered.properties.name, options, &endpoint);
-    if (result != ncclSuccess) return result;
-    device.endpoint = endpoint;
-  }
-  *out = std::move(endpoint);
-  return ncclSuccess;
+    return Endpoint::open(device.discovered.info.get(), device.discovered.properties.name, options,
+                          endpoint);
+  };
+  return device.endpoint.get(usable, open, out);
 }
 
 ncclResult_t OfiTransport::listen(int dev, void* handle, ListenComm** listen_comm) {

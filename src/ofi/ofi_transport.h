@@ -9,6 +9,7 @@
 #include <mutex>
 #include <vector>
 
+#include "core/held_by_comms.h"
 #include "core/pending_connects.h"
 #include "ofi/endpoint.h"
 #include "ofi/gpu_support.h"
@@ -40,11 +41,9 @@ class OfiTransport final : public Transport {
     uint32_t provider_hash = 0;
     GpuSupport gpu;
     ProtocolChoice protocol;
-    std::mutex mutex;
-    // Weak: an endpoint lives exactly as long as comms use it, so nothing
-    // of the provider stays open once every comm is closed (NCCL may unload
-    // and reload the plugin, and shm names endpoints per process).
-    std::weak_ptr<Endpoint> endpoint;
+    // Nothing of the provider stays open once every comm is closed (shm
+    // also names endpoints per process).
+    HeldByComms<Endpoint> endpoint;
   };
   // What NCCL calls a device: one rail, or several (RDMA protocol only).
   struct Device {

@@ -89,19 +89,15 @@ ncclResult_t VerbsTransport::properties(int dev, DeviceProperties* props) const 
 ncclResult_t VerbsTransport::nic_for(int dev, const char* caller, std::shared_ptr<Nic>* out) {
   if (!valid_device(dev, caller)) return ncclInvalidArgument;
   Port& port = *ports_[static_cast<size_t>(dev)];
-  std::lock_guard<std::mutex> lock(port.mutex);
-  *out = port.nic.lock();
-  if (*out) return ncclSuccess;
-  std::string why;
-  std::unique_ptr<Nic> nic = Nic::open(ibverbs_, port.options, params_, cuda_, &why);
-  if (!nic) {
+  auto open = [&](std::shared_ptr<Nic>* opened) {
+    std::string why;
+    *opened = Nic::open(ibverbs_, port.options, params_, cuda_, &why);
+    if (*opened) return ncclSuccess;
     WEFT_WARN("%s on %s: cannot open the device: %s", caller, port.properties.name.c_str(),
               why.c_str());
     return ncclSystemError;
-  }
-  *out = std::move(nic);
-  port.nic = *out;
-  return ncclSuccess;
+  };
+  return port.nic.get([](const Nic&) { return true; }, open, out);
 }
 
 uint32_t VerbsTransport::fingerprint(const Port& port) const {

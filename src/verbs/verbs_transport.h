@@ -8,6 +8,7 @@
 #include <mutex>
 #include <vector>
 
+#include "core/held_by_comms.h"
 #include "core/pending_connects.h"
 #include "verbs/port_discovery.h"
 #include "verbs/recv_comm.h"
@@ -41,8 +42,7 @@ class VerbsTransport final : public Transport {
     NicOptions options;
     DeviceProperties properties;
     LinkLayer link_layer = LinkLayer::InfiniBand;
-    std::mutex mutex;
-    std::weak_ptr<Nic> nic;
+    HeldByComms<Nic> nic;
   };
 
   bool valid_device(int dev, const char* caller) const;
