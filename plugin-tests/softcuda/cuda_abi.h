@@ -232,7 +232,7 @@ typedef struct CUstream_st* cudaStream_t;
 
 // ------------------------------------------------------------ prototypes --
 // Every CUDA function the doubles export, with the signature they implement
-// (for the plain names of _v2 functions: the _v2 signature, see driver.cpp).
+// (for the plain names of _v2 functions: the _v2 signature, see driver/api.h).
 #define SOFTCUDA_DECL __attribute__((visibility("default")))
 
 // libcuda.so.1

@@ -1,178 +1,31 @@
-// softverbs devices: configuration from the environment, GID tables, the
-// fake sysfs tree, the per-process identity and the QP registry files.
+// softverbs devices: configuration from the environment, GID tables and the
+// fake sysfs tree.
+
+#include "device.h"
 
 #include <arpa/inet.h>
-#include <dirent.h>
 #include <endian.h>
-#include <fcntl.h>
 #include <ifaddrs.h>
 #include <net/if.h>
 #include <netinet/in.h>
-#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cinttypes>
-#include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
-#include <sstream>
+#include <memory>
+#include <mutex>
 
-#include "internal.h"
+#include "env.h"
+#include "process.h"
 
 namespace softverbs {
 
-// ------------------------------------------------------------ environment --
-long env_long(const char* name, long fallback) {
-  const char* v = std::getenv(name);
-  if (v == nullptr || *v == '\0') return fallback;
-  char* end = nullptr;
-  long x = std::strtol(v, &end, 0);
-  return (end == nullptr || *end != '\0') ? fallback : x;
-}
-
-std::string env_string(const char* name, const std::string& fallback) {
-  const char* v = std::getenv(name);
-  return (v == nullptr || *v == '\0') ? fallback : std::string(v);
-}
-
-std::vector<std::string> split(const std::string& text, char separator) {
-  std::vector<std::string> out;
-  std::string item;
-  std::istringstream in(text);
-  while (std::getline(in, item, separator)) {
-    if (!item.empty()) out.push_back(item);
-  }
-  return out;
-}
-
-void log(const char* format, ...) {
-  static const bool on = env_long("SOFTVERBS_LOG", 0) != 0;
-  if (!on) return;
-  char line[512];
-  va_list ap;
-  va_start(ap, format);
-  std::vsnprintf(line, sizeof(line), format, ap);
-  va_end(ap);
-  std::fprintf(stderr, "softverbs[%d]: %s\n", static_cast<int>(getpid()), line);
-}
-
-// ------------------------------------------------------------- counters ---
-namespace {
-
-std::atomic<uint64_t> g_counters[kCounterCount];
-
-constexpr const char* kCounterNames[kCounterCount] = {
-    "doorbells",          "send_wrs",      "send_wrs_send", "send_wrs_send_imm", "send_wrs_write",
-    "send_wrs_write_imm", "send_wrs_read", "inline_wrs",    "signaled_wrs",      "recv_posts",
-    "recv_wrs",           "poll_calls",    "completions",   "error_completions", "bytes_written",
-    "bytes_read",         "bytes_sent",    "packets_sent",  "packets_received",  "rnr_naks_sent",
-    "rnr_naks_received",  "retransmits",   "ece_set",
-};
-
-static_assert(sizeof(softverbs_counters) == kCounterCount * sizeof(uint64_t),
-              "softverbs_counters and Counter disagree");
-
-}  // namespace
-
-void count(Counter counter, uint64_t n) {
-  g_counters[counter].fetch_add(n, std::memory_order_relaxed);
-}
-
-void read_counters(softverbs_counters* out) {
-  uint64_t values[kCounterCount];
-  for (int i = 0; i < kCounterCount; ++i) values[i] = g_counters[i].load(std::memory_order_relaxed);
-  std::memcpy(out, values, sizeof(values));
-}
-
-void reset_counters() {
-  for (auto& c : g_counters) c.store(0, std::memory_order_relaxed);
-}
-
-std::string counters_json() {
-  std::string out = "{\"pid\":" + std::to_string(self_pid());
-  for (int i = 0; i < kCounterCount; ++i) {
-    out += ",\"";
-    out += kCounterNames[i];
-    out += "\":" + std::to_string(g_counters[i].load(std::memory_order_relaxed));
-  }
-  return out + "}";
-}
-
-// ---------------------------------------------------------------- process --
-pid_t self_pid() {
-  return getpid();
-}
-
-namespace {
-
-std::mutex g_nonce_mu;
-pid_t g_nonce_pid = 0;
-uint64_t g_nonce = 0;
-
-uint64_t fnv1a(const std::string& text, uint64_t seed = 0xcbf29ce484222325ULL) {
-  uint64_t h = seed;
-  for (unsigned char c : text) {
-    h ^= c;
-    h *= 0x100000001b3ULL;
-  }
-  return h;
-}
-
-}  // namespace
-
-uint64_t process_nonce() {
-  // Recomputed after fork: a child must not reuse its parent's names.
-  std::lock_guard<std::mutex> lock(g_nonce_mu);
-  if (g_nonce_pid != getpid()) {
-    std::random_device rd;
-    g_nonce = (static_cast<uint64_t>(rd()) << 32) ^ rd() ^ static_cast<uint64_t>(getpid());
-    g_nonce &= 0xffffffffffULL;
-    g_nonce_pid = getpid();
-  }
-  return g_nonce;
-}
-
-std::string registry_dir() {
-  std::string dir = env_string("SOFTVERBS_DIR", "/tmp/softverbs-" + std::to_string(getuid()));
-  // mkdir -p: tests point SOFTVERBS_DIR at fresh nested paths.
-  std::string partial;
-  for (const std::string& part : split(dir, '/')) {
-    partial += "/" + part;
-    if (mkdir(partial.c_str(), 0700) != 0 && errno != EEXIST) return "";
-  }
-  return dir;
-}
-
-bool pid_alive(pid_t pid) {
-  if (pid <= 0) return false;
-  return kill(pid, 0) == 0 || errno != ESRCH;
-}
-
-void remove_tree(const std::string& path) {
-  struct stat st;
-  if (lstat(path.c_str(), &st) != 0) return;
-  if (S_ISDIR(st.st_mode)) {
-    if (DIR* d = opendir(path.c_str())) {
-      std::vector<std::string> names;
-      while (dirent* e = readdir(d)) {
-        std::string name = e->d_name;
-        if (name != "." && name != "..") names.push_back(name);
-      }
-      closedir(d);
-      for (const std::string& name : names) remove_tree(path + "/" + name);
-    }
-    rmdir(path.c_str());
-  } else {
-    unlink(path.c_str());
-  }
-}
-
-// ---------------------------------------------------------------- devices --
 namespace {
 
 constexpr int kMaxDevices = 16;
@@ -183,6 +36,15 @@ std::mutex g_devices_mu;
 std::vector<std::unique_ptr<Device>>* g_devices = new std::vector<std::unique_ptr<Device>>();
 std::string* g_sysfs_root = new std::string();
 pid_t g_sysfs_pid = 0;
+
+uint64_t fnv1a(const std::string& text, uint64_t seed = 0xcbf29ce484222325ULL) {
+  uint64_t h = seed;
+  for (unsigned char c : text) {
+    h ^= c;
+    h *= 0x100000001b3ULL;
+  }
+  return h;
+}
 
 struct Interface {
   std::string name;
@@ -502,136 +364,6 @@ void remove_sysfs() {
   std::lock_guard<std::mutex> lock(g_devices_mu);
   if (g_sysfs_pid == getpid() && !g_sysfs_root->empty()) remove_tree(*g_sysfs_root);
   g_sysfs_pid = 0;
-}
-
-// -------------------------------------------------------------- registry ---
-namespace {
-
-std::string qp_file(uint32_t qpn) {
-  return registry_dir() + "/qp-" + std::to_string(qpn);
-}
-
-bool parse_remote(const std::string& text, RemoteQp* out) {
-  std::istringstream in(text);
-  std::string line;
-  bool have_pid = false;
-  bool have_nic = false;
-  while (std::getline(in, line)) {
-    std::istringstream fields(line);
-    std::string key;
-    fields >> key;
-    if (key == "pid") {
-      fields >> out->pid;
-      have_pid = true;
-    } else if (key == "nic") {
-      fields >> out->nic;
-      have_nic = !out->nic.empty();
-    } else if (key == "link") {
-      std::string link;
-      fields >> link;
-      out->ib = link == "ib";
-    } else if (key == "port") {
-      RemotePort port;
-      fields >> port.port >> port.lid;
-      std::string hex;
-      while (fields >> hex) {
-        if (hex.size() != 32) continue;
-        ibv_gid gid{};
-        for (int i = 0; i < 16; ++i) {
-          gid.raw[i] =
-              static_cast<uint8_t>(std::strtoul(hex.substr(2 * i, 2).c_str(), nullptr, 16));
-        }
-        port.gids.push_back(gid);
-      }
-      out->ports.push_back(std::move(port));
-    }
-  }
-  return have_pid && have_nic;
-}
-
-std::string read_text(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-}  // namespace
-
-uint32_t registry_create_qp(const std::string& nic_path, const DeviceInfo& device) {
-  std::string dir = registry_dir();
-  if (dir.empty()) return 0;
-  std::string text = "pid " + std::to_string(getpid()) + "\nnic " + nic_path + "\nlink " +
-                     (device.ib ? "ib" : "eth") + "\n";
-  for (size_t p = 1; p <= device.ports.size(); ++p) {
-    const PortInfo& port = device.ports[p - 1];
-    text += "port " + std::to_string(p) + " " + std::to_string(port.lid);
-    for (const GidSlot& slot : port.gids) {
-      if (!slot.valid) continue;
-      char hex[33];
-      for (int i = 0; i < 16; ++i) std::snprintf(hex + 2 * i, 3, "%02x", slot.gid.raw[i]);
-      text += " ";
-      text += hex;
-    }
-    text += "\n";
-  }
-  // QP numbers are 24 bits; start each process somewhere else so that
-  // collisions (and their file reads) stay rare.
-  static std::atomic<uint32_t> cursor{0};
-  uint32_t expected = 0;
-  cursor.compare_exchange_strong(
-      expected, 0x100 + static_cast<uint32_t>((process_nonce() * 2654435761ULL) % 0xfffe00));
-  for (int attempt = 0; attempt < (1 << 16); ++attempt) {
-    uint32_t qpn = cursor.fetch_add(1);
-    qpn = 0x100 + (qpn - 0x100) % 0xfffe00;
-    std::string path = dir + "/qp-" + std::to_string(qpn);
-    int fd = open(path.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0644);
-    if (fd < 0) {
-      if (errno != EEXIST) return 0;
-      RemoteQp other;
-      if (parse_remote(read_text(path), &other) && !pid_alive(other.pid)) {
-        unlink(path.c_str());
-        fd = open(path.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0644);
-      }
-      if (fd < 0) continue;
-    }
-    bool ok = write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
-    close(fd);
-    if (ok) return qpn;
-    unlink(path.c_str());
-    return 0;
-  }
-  return 0;
-}
-
-void registry_remove_qp(uint32_t qpn) {
-  unlink(qp_file(qpn).c_str());
-}
-
-bool registry_read_qp(uint32_t qpn, RemoteQp* out) {
-  return parse_remote(read_text(qp_file(qpn)), out);
-}
-
-void registry_reclaim() {
-  std::string dir = registry_dir();
-  if (dir.empty()) return;
-  DIR* d = opendir(dir.c_str());
-  if (d == nullptr) return;
-  std::vector<std::string> names;
-  while (dirent* e = readdir(d)) names.push_back(e->d_name);
-  closedir(d);
-  for (const std::string& name : names) {
-    int pid = 0;
-    if (name.rfind("qp-", 0) == 0) {
-      RemoteQp other;
-      if (parse_remote(read_text(dir + "/" + name), &other) && !pid_alive(other.pid)) {
-        unlink((dir + "/" + name).c_str());
-      }
-    } else if (std::sscanf(name.c_str(), "nic-%d-", &pid) == 1 ||
-               std::sscanf(name.c_str(), "sys-%d-", &pid) == 1) {
-      if (!pid_alive(pid)) remove_tree(dir + "/" + name);
-    }
-  }
 }
 
 }  // namespace softverbs

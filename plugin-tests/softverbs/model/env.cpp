@@ -1,0 +1,48 @@
+// The environment softverbs is configured by, and its optional log.
+
+#include "env.h"
+
+#include <unistd.h>
+
+#include <cstdarg>
+#include <cstdio>
+#include <cstdlib>
+#include <sstream>
+
+namespace softverbs {
+
+long env_long(const char* name, long fallback) {
+  const char* v = std::getenv(name);
+  if (v == nullptr || *v == '\0') return fallback;
+  char* end = nullptr;
+  long x = std::strtol(v, &end, 0);
+  return (end == nullptr || *end != '\0') ? fallback : x;
+}
+
+std::string env_string(const char* name, const std::string& fallback) {
+  const char* v = std::getenv(name);
+  return (v == nullptr || *v == '\0') ? fallback : std::string(v);
+}
+
+std::vector<std::string> split(const std::string& text, char separator) {
+  std::vector<std::string> out;
+  std::string item;
+  std::istringstream in(text);
+  while (std::getline(in, item, separator)) {
+    if (!item.empty()) out.push_back(item);
+  }
+  return out;
+}
+
+void log(const char* format, ...) {
+  static const bool on = env_long("SOFTVERBS_LOG", 0) != 0;
+  if (!on) return;
+  char line[512];
+  va_list ap;
+  va_start(ap, format);
+  std::vsnprintf(line, sizeof(line), format, ap);
+  va_end(ap);
+  std::fprintf(stderr, "softverbs[%d]: %s\n", static_cast<int>(getpid()), line);
+}
+
+}  // namespace softverbs
