@@ -101,8 +101,8 @@ void agree(int rank, Bootstrap& boot, Options& opts) {
 }
 
 // Both ranks must use the same group sizes: take the smaller maxRecvs.
-int agreed_max_recvs(Bootstrap& boot, const Backend& t) {
-  int32_t mine = t.max_recvs();
+int agreed_max_recvs(Bootstrap& boot, const Backend& backend) {
+  int32_t mine = backend.max_recvs();
   boot.send_pod(MsgKind::config, mine);
   int32_t theirs = boot.recv_pod<int32_t>(MsgKind::config);
   if (theirs < 1 || theirs > kMaxGroup) {
