@@ -1,5 +1,4 @@
 // An owned file descriptor: closed exactly once, by whoever holds it last.
-// (src/tools/perf has its own for the perf tool, which does not link weft_core.)
 #pragma once
 
 #include <unistd.h>

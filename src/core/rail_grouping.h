@@ -1,7 +1,9 @@
 // Which NICs form one NCCL device. NCCL's own NIC fusion merges the ports
 // of one card (makeVDevice); weft does the same by PCI locality before NCCL
 // sees the devices, so a dual-port NIC appears as one device twice as fast.
-// Transport-neutral: the libfabric and verbs transports both group this way.
+// Transport-neutral, but only the libfabric transport groups its NICs so
+// far; the verbs transport reports each port as a device of its own
+// (docs/verbs-transport.md).
 #pragma once
 
 #include <string>

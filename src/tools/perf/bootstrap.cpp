@@ -83,19 +83,6 @@ void set_nodelay(int fd) {
 
 }  // namespace
 
-Fd& Fd::operator=(Fd&& o) noexcept {
-  if (this != &o) {
-    reset();
-    fd_ = o.release();
-  }
-  return *this;
-}
-
-void Fd::reset() {
-  if (fd_ >= 0) ::close(fd_);
-  fd_ = -1;
-}
-
 Listener::Listener(uint16_t port, bool loopback_only) {
   fd_ = Fd(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
   if (fd_.get() < 0) throw PerfError("bootstrap: socket: " + errno_text(errno));

@@ -7,38 +7,18 @@
 #include <cstdint>
 #include <string>
 
+#include "core/fd.h"
+
 namespace weft::perf {
 
 enum class MsgKind : uint32_t {
-  hello = 1,    // magic, protocol version, transport kind
+  hello = 1,    // magic, protocol version, backend kind (plugin or raw)
   config = 2,   // rank 0's test parameters
   address = 3,  // listen handle (plugin) or endpoint name (raw)
   ready = 4,    // receiver has posted its receives
   status = 5,   // per-size verification result
   bye = 6,
   error = 7,  // text: why the peer gives up
-};
-
-// An owned file descriptor.
-class Fd {
- public:
-  Fd() = default;
-  explicit Fd(int fd) : fd_(fd) {}
-  Fd(Fd&& o) noexcept : fd_(o.release()) {}
-  Fd& operator=(Fd&& o) noexcept;
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  ~Fd() { reset(); }
-  int get() const { return fd_; }
-  int release() {
-    int f = fd_;
-    fd_ = -1;
-    return f;
-  }
-  void reset();
-
- private:
-  int fd_ = -1;
 };
 
 class Bootstrap;

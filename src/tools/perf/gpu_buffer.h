@@ -7,7 +7,7 @@
 #include <cstddef>
 #include <utility>
 
-#include "bootstrap.h"
+#include "core/fd.h"
 
 namespace weft::cuda {
 class Driver;

@@ -70,7 +70,7 @@ class LatencyPattern final : public Pattern {
   void ping(PatternContext& ctx, size_t size, size_t slots, int n, bool timed) {
     const bool check = ctx.opts.check;
     const bool gpu = ctx.buffers[0]->gpu();
-    Transport& t = ctx.transport;
+    Backend& backend = ctx.backend;
     MessageBuffers& b = *ctx.buffers[0];
     int got[kMaxGroup] = {};
     for (int i = 0; i < n; ++i) {
@@ -78,21 +78,21 @@ class LatencyPattern final : public Pattern {
       void* rdata = b.recv_slot(size, slot);
       void* rmr = b.recv_mr();
       auto t0 = std::chrono::steady_clock::now();
-      void* rreq = post_recv_blocking(t, ctx.watch, 0, rdata, size, 0, rmr);
+      void* rreq = post_recv_blocking(backend, ctx.watch, 0, rdata, size, 0, rmr);
       void* sreq =
-          post_send_blocking(t, ctx.watch, 0, b.send_slot(size, slot), size, 0, b.send_mr());
+          post_send_blocking(backend, ctx.watch, 0, b.send_slot(size, slot), size, 0, b.send_mr());
       bool sent = false;
       bool received = false;
       void* flush = nullptr;  // GPU memory: the flush of the echo, until done
       while (!(sent && received && flush == nullptr)) {
-        if (!sent) sent = t.test(0, sreq, got);
+        if (!sent) sent = backend.test(0, sreq, got);
         if (!received) {
-          received = t.test(0, rreq, got);
+          received = backend.test(0, rreq, got);
           if (received) {
             if (check) check_completion_size("latency", size, got[0]);
-            if (gpu) flush = start_flush(t, ctx.flushes, 0, 1, &rdata, got, &rmr);
+            if (gpu) flush = start_flush(backend, ctx.flushes, 0, 1, &rdata, got, &rmr);
           }
-        } else if (flush != nullptr && t.test(0, flush, got)) {
+        } else if (flush != nullptr && backend.test(0, flush, got)) {
           flush = nullptr;
         }
         ctx.watch.idle("waiting for the echo");
@@ -109,26 +109,28 @@ class LatencyPattern final : public Pattern {
   void pong(PatternContext& ctx, size_t size, size_t slots, int n) {
     const bool check = ctx.opts.check;
     const bool gpu = ctx.buffers[0]->gpu();
-    Transport& t = ctx.transport;
+    Backend& backend = ctx.backend;
     MessageBuffers& b = *ctx.buffers[0];
-    void* rreq = post_recv_blocking(t, ctx.watch, 0, b.recv_slot(size, 0), size, 0, b.recv_mr());
+    void* rreq =
+        post_recv_blocking(backend, ctx.watch, 0, b.recv_slot(size, 0), size, 0, b.recv_mr());
     ctx.boot.send_pod<uint32_t>(MsgKind::ready, 1);
     for (int i = 0; i < n; ++i) {
       size_t slot = static_cast<size_t>(i) % slots;
-      int got = wait_request(t, ctx.watch, 0, rreq, "waiting for a ping");
+      int got = wait_request(backend, ctx.watch, 0, rreq, "waiting for a ping");
       if (check) check_completion_size("latency", size, got);
       if (gpu) {
         void* data = b.recv_slot(size, static_cast<size_t>(i) % slots);
         void* mr = b.recv_mr();
-        flush_blocking(t, ctx.flushes, ctx.watch, 0, 1, &data, &got, &mr);
+        flush_blocking(backend, ctx.flushes, ctx.watch, 0, 1, &data, &got, &mr);
       }
       void* sreq =
-          post_send_blocking(t, ctx.watch, 0, b.send_slot(size, slot), size, 0, b.send_mr());
+          post_send_blocking(backend, ctx.watch, 0, b.send_slot(size, slot), size, 0, b.send_mr());
       if (i + 1 < n) {
         size_t next = static_cast<size_t>(i + 1) % slots;
-        rreq = post_recv_blocking(t, ctx.watch, 0, b.recv_slot(size, next), size, 0, b.recv_mr());
+        rreq = post_recv_blocking(backend, ctx.watch, 0, b.recv_slot(size, next), size, 0,
+                                  b.recv_mr());
       }
-      wait_request(t, ctx.watch, 0, sreq, "sending the echo");
+      wait_request(backend, ctx.watch, 0, sreq, "sending the echo");
     }
   }
 

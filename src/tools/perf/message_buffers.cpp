@@ -27,7 +27,7 @@ size_t MessageBuffers::slots(size_t size) const {
   return std::clamp<size_t>(buffer_bytes_ / stride(size), 1, depth_);
 }
 
-MessageBuffers::MessageBuffers(Transport& transport, int comm, const Options& opts,
+MessageBuffers::MessageBuffers(Backend& backend, int comm, const Options& opts,
                                const std::vector<size_t>& sizes, const cuda::Driver* driver)
     : buffer_bytes_(opts.buffer_bytes),
       depth_(static_cast<size_t>(opts.depth)),
@@ -51,23 +51,22 @@ MessageBuffers::MessageBuffers(Transport& transport, int comm, const Options& op
     send_ctrl_ = send_data_ + ctrl_offset_;
     recv_ctrl_ = recv_data_ + ctrl_offset_;
   }
-  send_mr_ = register_arena(transport, comm, Direction::send, send_data_,
+  send_mr_ = register_arena(backend, comm, Direction::send, send_data_,
                             gpu_ ? send_gpu_.size() : send_host_.size(), &send_gpu_, opts.dmabuf);
-  recv_mr_ = register_arena(transport, comm, Direction::recv, recv_data_,
+  recv_mr_ = register_arena(backend, comm, Direction::recv, recv_data_,
                             gpu_ ? recv_gpu_.size() : recv_host_.size(), &recv_gpu_, opts.dmabuf);
   if (gpu_) {
-    send_ctrl_mr_ = MemoryRegion(transport, comm, Direction::send, send_ctrl_, kPage);
-    recv_ctrl_mr_ = MemoryRegion(transport, comm, Direction::recv, recv_ctrl_, kPage);
+    send_ctrl_mr_ = MemoryRegion(backend, comm, Direction::send, send_ctrl_, kPage);
+    recv_ctrl_mr_ = MemoryRegion(backend, comm, Direction::recv, recv_ctrl_, kPage);
   }
 }
 
-MemoryRegion MessageBuffers::register_arena(Transport& transport, int comm, Direction dir,
-                                            char* data, size_t size, const GpuBuffer* gpu,
-                                            bool dmabuf) {
-  if (!gpu_) return MemoryRegion(transport, comm, dir, data, size);
-  if (!dmabuf) return MemoryRegion(transport, comm, dir, data, size, MemoryKind::cuda);
+MemoryRegion MessageBuffers::register_arena(Backend& backend, int comm, Direction dir, char* data,
+                                            size_t size, const GpuBuffer* gpu, bool dmabuf) {
+  if (!gpu_) return MemoryRegion(backend, comm, dir, data, size);
+  if (!dmabuf) return MemoryRegion(backend, comm, dir, data, size, MemoryKind::cuda);
   Fd fd = gpu->export_dmabuf();  // closed right after the call, as NCCL does
-  return MemoryRegion(transport, comm, dir, data, size, /*offset=*/0, fd.get());
+  return MemoryRegion(backend, comm, dir, data, size, /*offset=*/0, fd.get());
 }
 
 size_t MessageBuffers::arena_bytes(const std::vector<size_t>& sizes) const {

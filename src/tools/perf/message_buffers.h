@@ -17,9 +17,9 @@
 #include <cstdint>
 #include <vector>
 
+#include "backend.h"
 #include "gpu_buffer.h"
 #include "host_buffer.h"
-#include "transport.h"
 
 namespace weft::cuda {
 class Driver;
@@ -34,8 +34,8 @@ class MessageBuffers {
   // The layout depends only on the options and sizes, so both ranks' arenas
   // match slot for slot (raw RMA writes rely on that). `driver`: required
   // with --mem cuda, ignored otherwise.
-  MessageBuffers(Transport& transport, int comm, const Options& opts,
-                 const std::vector<size_t>& sizes, const cuda::Driver* driver = nullptr);
+  MessageBuffers(Backend& backend, int comm, const Options& opts, const std::vector<size_t>& sizes,
+                 const cuda::Driver* driver = nullptr);
 
   size_t slots(size_t size) const;
   char* send_slot(size_t size, size_t slot) const { return send_data_ + slot * stride(size); }
@@ -63,8 +63,8 @@ class MessageBuffers {
  private:
   static size_t stride(size_t size);
   size_t arena_bytes(const std::vector<size_t>& sizes) const;
-  MemoryRegion register_arena(Transport& transport, int comm, Direction dir, char* data,
-                              size_t size, const GpuBuffer* gpu, bool dmabuf);
+  MemoryRegion register_arena(Backend& backend, int comm, Direction dir, char* data, size_t size,
+                              const GpuBuffer* gpu, bool dmabuf);
 
   size_t buffer_bytes_;
   size_t depth_;

@@ -6,8 +6,8 @@
 
 namespace weft::perf {
 
-SendStream::SendStream(Transport& t, int comm, MessageBuffers& buffers, const StreamSpec& spec)
-    : t_(t),
+SendStream::SendStream(Backend& backend, int comm, MessageBuffers& buffers, const StreamSpec& spec)
+    : backend_(backend),
       comm_(comm),
       buffers_(buffers),
       spec_(spec),
@@ -18,8 +18,8 @@ bool SendStream::step() {
   while (posted_ < spec_.messages && inflight_ < depth) {
     size_t slot = static_cast<size_t>(posted_) % spec_.slots;
     int tag = posted_ % spec_.group;
-    void* req = t_.post_send(comm_, buffers_.send_slot(spec_.size, slot), spec_.size, tag,
-                             buffers_.send_mr());
+    void* req = backend_.post_send(comm_, buffers_.send_slot(spec_.size, slot), spec_.size, tag,
+                                   buffers_.send_mr());
     if (req == nullptr) break;
     ring_[(head_ + inflight_) % depth] = req;
     ++inflight_;
@@ -27,7 +27,7 @@ bool SendStream::step() {
   }
   bool any = false;
   int got[kMaxGroup];
-  while (inflight_ > 0 && t_.test(comm_, ring_[head_], got)) {
+  while (inflight_ > 0 && backend_.test(comm_, ring_[head_], got)) {
     head_ = (head_ + 1) % depth;
     --inflight_;
     ++completed_;
@@ -36,8 +36,8 @@ bool SendStream::step() {
   return any;
 }
 
-RecvStream::RecvStream(Transport& t, int comm, MessageBuffers& buffers, const StreamSpec& spec)
-    : t_(t),
+RecvStream::RecvStream(Backend& backend, int comm, MessageBuffers& buffers, const StreamSpec& spec)
+    : backend_(backend),
       comm_(comm),
       buffers_(buffers),
       spec_(spec),
@@ -59,7 +59,7 @@ void RecvStream::fill() {
       tags[j] = j;
       mrs[j] = buffers_.recv_mr();
     }
-    void* req = t_.post_recv(comm_, g, data, sizes, tags, mrs);
+    void* req = backend_.post_recv(comm_, g, data, sizes, tags, mrs);
     if (req == nullptr) break;
     ring_[(head_ + inflight_) % depth] = req;
     ++inflight_;
@@ -73,13 +73,13 @@ bool RecvStream::step() {
   int got[kMaxGroup];
   while (inflight_ > 0) {
     if (flushing_ == nullptr) {
-      if (!t_.test(comm_, ring_[head_], got)) break;
+      if (!backend_.test(comm_, ring_[head_], got)) break;
       if (spec_.check) {
         for (int j = 0; j < spec_.group; ++j) check_completion_size(spec_.test, spec_.size, got[j]);
       }
       if (spec_.flush && !flushed(got)) break;
     } else {
-      if (!t_.test(comm_, flushing_, got)) break;
+      if (!backend_.test(comm_, flushing_, got)) break;
       flushing_ = nullptr;
     }
     head_ = (head_ + 1) % depth;
@@ -102,10 +102,10 @@ bool RecvStream::flushed(const int* got) {
     sizes[j] = got[j];
     mrs[j] = buffers_.recv_mr();
   }
-  flushing_ = start_flush(t_, spec_.flushes, comm_, g, data, sizes, mrs);
+  flushing_ = start_flush(backend_, spec_.flushes, comm_, g, data, sizes, mrs);
   if (flushing_ == nullptr) return true;
   int ignored[kMaxGroup];
-  if (!t_.test(comm_, flushing_, ignored)) return false;
+  if (!backend_.test(comm_, flushing_, ignored)) return false;
   flushing_ = nullptr;
   return true;
 }

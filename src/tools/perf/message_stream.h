@@ -1,6 +1,6 @@
 // One direction of traffic on one comm, the way NCCL's proxy drives it:
 // keep up to `depth` requests posted, test the oldest, post again as they
-// finish. A NULL request from the transport means "no resources now": keep
+// finish. A NULL request from the backend means "no resources now": keep
 // testing and post later. step() never blocks, so one thread can drive the
 // streams of several comms. Receives into GPU memory are flushed the way
 // NCCL's proxy does it: iflush once the request completed, and the request's
@@ -10,8 +10,8 @@
 #include <cstddef>
 #include <vector>
 
+#include "backend.h"
 #include "message_buffers.h"
-#include "transport.h"
 
 namespace weft::perf {
 struct FlushCounters;
@@ -33,13 +33,13 @@ struct StreamSpec {
 
 class SendStream {
  public:
-  SendStream(Transport& t, int comm, MessageBuffers& buffers, const StreamSpec& spec);
+  SendStream(Backend& backend, int comm, MessageBuffers& buffers, const StreamSpec& spec);
   // Posts what fits and retires finished sends; true if any finished.
   bool step();
   bool done() const { return completed_ == spec_.messages; }
 
  private:
-  Transport& t_;
+  Backend& backend_;
   int comm_;
   MessageBuffers& buffers_;
   StreamSpec spec_;
@@ -52,7 +52,7 @@ class SendStream {
 
 class RecvStream {
  public:
-  RecvStream(Transport& t, int comm, MessageBuffers& buffers, const StreamSpec& spec);
+  RecvStream(Backend& backend, int comm, MessageBuffers& buffers, const StreamSpec& spec);
   // Posts receive requests while there is room (before the sender starts).
   void fill();
   // Retires finished requests (checking their sizes) and posts more; true
@@ -61,7 +61,7 @@ class RecvStream {
   bool done() const { return completed_ == requests_; }
 
  private:
-  Transport& t_;
+  Backend& backend_;
   int comm_;
   MessageBuffers& buffers_;
   StreamSpec spec_;

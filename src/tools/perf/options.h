@@ -40,7 +40,7 @@ inline constexpr size_t kRegMaxBytes = size_t{1} << 30;
 inline constexpr double kRegStepFactor = 4.0;
 
 struct Options {
-  // Transport: a plugin .so (default) or libfabric directly.
+  // Backend: a plugin .so (default) or libfabric directly.
   std::string plugin_path;
   int abi = 0;               // 0: newest exported
   std::string raw_provider;  // non-empty: raw libfabric mode

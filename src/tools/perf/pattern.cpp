@@ -45,25 +45,25 @@ int warmup_iterations(const Options& opts, size_t size) {
   return std::min(opts.warmup, std::max(1, iters / 8));
 }
 
-void* post_send_blocking(Transport& t, ProgressWatch& watch, int comm, void* data, size_t size,
+void* post_send_blocking(Backend& backend, ProgressWatch& watch, int comm, void* data, size_t size,
                          int tag, void* mr) {
   for (;;) {
-    if (void* r = t.post_send(comm, data, size, tag, mr)) return r;
+    if (void* r = backend.post_send(comm, data, size, tag, mr)) return r;
     watch.idle("posting a send");
   }
 }
 
-void* post_recv_blocking(Transport& t, ProgressWatch& watch, int comm, void* data, size_t size,
+void* post_recv_blocking(Backend& backend, ProgressWatch& watch, int comm, void* data, size_t size,
                          int tag, void* mr) {
   for (;;) {
-    if (void* r = t.post_recv(comm, 1, &data, &size, &tag, &mr)) return r;
+    if (void* r = backend.post_recv(comm, 1, &data, &size, &tag, &mr)) return r;
     watch.idle("posting a receive");
   }
 }
 
-int wait_request(Transport& t, ProgressWatch& watch, int comm, void* req, const char* what) {
+int wait_request(Backend& backend, ProgressWatch& watch, int comm, void* req, const char* what) {
   int got[kMaxGroup] = {};
-  while (!t.test(comm, req, got)) watch.idle(what);
+  while (!backend.test(comm, req, got)) watch.idle(what);
   watch.progressed();
   return got[0];
 }
@@ -82,12 +82,12 @@ int Pattern::planned_iterations(const Options& opts, size_t size) const {
   return timed_iterations(opts, size);
 }
 
-void* start_flush(Transport& t, FlushCounters* counters, int comm, int n, void** data, int* sizes,
-                  void** mrs) {
+void* start_flush(Backend& backend, FlushCounters* counters, int comm, int n, void** data,
+                  int* sizes, void** mrs) {
   long long total = 0;
   for (int i = 0; i < n; ++i) total += sizes[i];
   if (total <= 0) return nullptr;
-  void* req = t.flush(comm, n, data, sizes, mrs);
+  void* req = backend.flush(comm, n, data, sizes, mrs);
   if (counters != nullptr) {
     counters->issued.fetch_add(1, std::memory_order_relaxed);
     if (req != nullptr) counters->requests.fetch_add(1, std::memory_order_relaxed);
@@ -95,10 +95,10 @@ void* start_flush(Transport& t, FlushCounters* counters, int comm, int n, void**
   return req;
 }
 
-void flush_blocking(Transport& t, FlushCounters* counters, ProgressWatch& watch, int comm, int n,
-                    void** data, int* sizes, void** mrs) {
-  if (void* req = start_flush(t, counters, comm, n, data, sizes, mrs)) {
-    wait_request(t, watch, comm, req, "flushing a GPU receive");
+void flush_blocking(Backend& backend, FlushCounters* counters, ProgressWatch& watch, int comm,
+                    int n, void** data, int* sizes, void** mrs) {
+  if (void* req = start_flush(backend, counters, comm, n, data, sizes, mrs)) {
+    wait_request(backend, watch, comm, req, "flushing a GPU receive");
   }
 }
 

@@ -1,6 +1,6 @@
 // Pattern: one kind of measurement (latency, bandwidth, bidirectional,
 // message rate, grouped receives, registration), run one size step at a
-// time on both ranks against any Transport, over --comms comms driven by
+// time on both ranks against any Backend, over --comms comms driven by
 // --threads threads. Rank 0 drives and gets the figures.
 #pragma once
 
@@ -11,12 +11,12 @@
 #include <string>
 #include <vector>
 
+#include "backend.h"
 #include "bootstrap.h"
 #include "message_buffers.h"
 #include "options.h"
 #include "progress_watch.h"
 #include "thread_team.h"
-#include "transport.h"
 
 namespace weft::cuda {
 class Driver;
@@ -45,7 +45,7 @@ struct FlushCounters {
 };
 
 struct PatternContext {
-  Transport& transport;
+  Backend& backend;
   Bootstrap& boot;
   const Options& opts;
   std::vector<std::unique_ptr<MessageBuffers>>& buffers;  // one per comm (none for reg alone)
@@ -86,13 +86,13 @@ std::unique_ptr<Pattern> make_reg_pattern();
 int timed_iterations(const Options& opts, size_t size);
 int warmup_iterations(const Options& opts, size_t size);
 
-// Posts until the transport accepts (nullptr = retry), testing nothing else.
-void* post_send_blocking(Transport& t, ProgressWatch& watch, int comm, void* data, size_t size,
+// Posts until the backend accepts (nullptr = retry), testing nothing else.
+void* post_send_blocking(Backend& backend, ProgressWatch& watch, int comm, void* data, size_t size,
                          int tag, void* mr);
-void* post_recv_blocking(Transport& t, ProgressWatch& watch, int comm, void* data, size_t size,
+void* post_recv_blocking(Backend& backend, ProgressWatch& watch, int comm, void* data, size_t size,
                          int tag, void* mr);
 // Tests until done; returns the size reported (first receive).
-int wait_request(Transport& t, ProgressWatch& watch, int comm, void* req, const char* what);
+int wait_request(Backend& backend, ProgressWatch& watch, int comm, void* req, const char* what);
 // Completion size check (cheap, done in the loop when checking).
 void check_completion_size(const char* test, size_t expected, int got);
 
@@ -100,11 +100,11 @@ void check_completion_size(const char* test, size_t expected, int got);
 // sizes received (as NCCL's proxy does, only when they total more than 0
 // bytes) and count it. Returns the flush request to test to completion
 // before the buffers are used, or nullptr when there is nothing to flush.
-void* start_flush(Transport& t, FlushCounters* counters, int comm, int n, void** data, int* sizes,
-                  void** mrs);
+void* start_flush(Backend& backend, FlushCounters* counters, int comm, int n, void** data,
+                  int* sizes, void** mrs);
 // start_flush, then test until done.
-void flush_blocking(Transport& t, FlushCounters* counters, ProgressWatch& watch, int comm, int n,
-                    void** data, int* sizes, void** mrs);
+void flush_blocking(Backend& backend, FlushCounters* counters, ProgressWatch& watch, int comm,
+                    int n, void** data, int* sizes, void** mrs);
 
 // After a size step: verify the receive slots this rank used on the first
 // `comms_used` comms (if any), then exchange results with the peer; throws

@@ -1,4 +1,4 @@
-// reg: what registering memory costs through the transport (ncclNet regMr,
+// reg: what registering memory costs through the backend (ncclNet regMr,
 // or regMrDmaBuf with --dmabuf, then deregMr) on rank 0's send comm 0;
 // rank 1 only waits for rank 0 to finish each pattern. Every size gets a
 // fresh allocation (page-aligned host memory, or GPU memory with --mem
@@ -98,18 +98,18 @@ class RegPattern final : public Pattern {
 
   // One registration of [data, data + len) inside `buf`.
   static void* reg(PatternContext& ctx, const RegBuffer& buf, char* data, size_t len) {
-    Transport& t = ctx.transport;
+    Backend& backend = ctx.backend;
     if (ctx.opts.dmabuf) {
       Fd fd = buf.gpu.export_dmabuf();  // closed right after the call, as NCCL does
-      return t.register_dmabuf(0, Direction::send, data, len,
-                               static_cast<uint64_t>(data - buf.data), fd.get());
+      return backend.register_dmabuf(0, Direction::send, data, len,
+                                     static_cast<uint64_t>(data - buf.data), fd.get());
     }
-    return t.register_memory(0, Direction::send, data, len,
-                             ctx.gpu() ? MemoryKind::cuda : MemoryKind::host);
+    return backend.register_memory(0, Direction::send, data, len,
+                                   ctx.gpu() ? MemoryKind::cuda : MemoryKind::host);
   }
 
   static void dereg(PatternContext& ctx, void* handle) {
-    ctx.transport.deregister_memory(0, Direction::send, handle);
+    ctx.backend.deregister_memory(0, Direction::send, handle);
   }
 
   SizeResult measure(PatternContext& ctx, const RegBuffer& buf, size_t size, bool reuse) {

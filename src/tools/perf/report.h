@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
+#include "backend.h"
 #include "options.h"
 #include "pattern.h"
-#include "transport.h"
 
 namespace weft::perf {
 

@@ -7,6 +7,7 @@
 #include <memory>
 #include <vector>
 
+#include "backend.h"
 #include "core/cuda/cuda_driver.h"
 #include "errors.h"
 #include "message_buffers.h"
@@ -14,7 +15,6 @@
 #include "progress_watch.h"
 #include "report.h"
 #include "thread_team.h"
-#include "transport.h"
 #include "wire_config.h"
 
 namespace weft::perf {
@@ -101,8 +101,8 @@ void agree(int rank, Bootstrap& boot, Options& opts) {
 }
 
 // Both ranks must use the same group sizes: take the smaller maxRecvs.
-int agreed_max_recvs(Bootstrap& boot, const Transport& t) {
-  int32_t mine = t.max_recvs();
+int agreed_max_recvs(Bootstrap& boot, const Backend& backend) {
+  int32_t mine = backend.max_recvs();
   boot.send_pod(MsgKind::config, mine);
   int32_t theirs = boot.recv_pod<int32_t>(MsgKind::config);
   if (theirs < 1 || theirs > kMaxGroup) {
@@ -127,41 +127,41 @@ std::unique_ptr<cuda::Driver> open_cuda(const Options& opts) {
   return driver;
 }
 
-// One sweep of every selected test over one transport. `plugin` false: the
+// One sweep of every selected test over one backend. `plugin` false: the
 // raw provider run of --vs-raw, which has no reg test.
-RunResult measure(int rank, Bootstrap& boot, const Options& opts, Transport& transport,
+RunResult measure(int rank, Bootstrap& boot, const Options& opts, Backend& backend,
                   Reporter* reporter, const cuda::Driver* driver, bool plugin) {
   std::vector<size_t> sizes = size_sweep(opts.min_bytes, opts.max_bytes, opts.step_factor);
   const bool transfers = opts.runs_transfers();
-  if (transfers && opts.max_bytes > transport.max_message_bytes()) {
+  if (transfers && opts.max_bytes > backend.max_message_bytes()) {
     throw PerfError("--max-bytes " + std::to_string(opts.max_bytes) +
                     " exceeds the transport's largest message (" +
-                    std::to_string(transport.max_message_bytes()) + " bytes)");
+                    std::to_string(backend.max_message_bytes()) + " bytes)");
   }
-  transport.connect(boot, opts.comms);
-  const int max_recvs = agreed_max_recvs(boot, transport);
+  backend.connect(boot, opts.comms);
+  const int max_recvs = agreed_max_recvs(boot, backend);
   if (opts.runs(TestKind::grouped) && opts.group > max_recvs) {
     throw PerfError("--group " + std::to_string(opts.group) + " exceeds maxRecvs " +
-                    std::to_string(max_recvs) + " of " + transport.label());
+                    std::to_string(max_recvs) + " of " + backend.label());
   }
 
-  // Declared after the transport: deregistered before it closes. The reg
+  // Declared after the backend: deregistered before it closes. The reg
   // test alone needs no message buffers.
   std::vector<std::unique_ptr<MessageBuffers>> buffers;
   if (transfers) {
     for (int c = 0; c < opts.comms; ++c) {
-      buffers.push_back(std::make_unique<MessageBuffers>(transport, c, opts, sizes, driver));
+      buffers.push_back(std::make_unique<MessageBuffers>(backend, c, opts, sizes, driver));
     }
   }
-  transport.exchange_regions(boot);
+  backend.exchange_regions(boot);
   ThreadTeam team(opts.threads);
   ProgressWatch watch(&boot, opts.timeout_s, &team.abort_flag());
   FlushCounters flushes;
-  PatternContext ctx{transport, boot, opts, buffers, watch, team, rank, driver, &flushes};
+  PatternContext ctx{backend, boot, opts, buffers, watch, team, rank, driver, &flushes};
 
   RunResult run;
-  run.label = transport.label();
-  run.facts = transport.describe();
+  run.label = backend.label();
+  run.facts = backend.describe();
   run.facts.emplace_back("depth", std::to_string(opts.depth));
   run.facts.emplace_back("comms", std::to_string(opts.comms));
   run.facts.emplace_back("threads", std::to_string(opts.threads));
@@ -227,17 +227,17 @@ void run(int rank, Bootstrap& boot, Options& opts) {
   if (rank == 0) reporter = make_reporter(opts.format, stdout, opts);
   Reporter* rep = reporter.get();
 
-  // Before the transport (NCCL initializes CUDA before its net plugin), and
+  // Before the backend (NCCL initializes CUDA before its net plugin), and
   // alive until every GPU buffer is freed.
   std::unique_ptr<cuda::Driver> driver = open_cuda(opts);
   std::vector<RunResult> runs;
   {
-    std::unique_ptr<Transport> transport =
-        opts.raw() ? make_raw_ofi_transport(opts) : make_plugin_transport(opts);
-    runs.push_back(measure(rank, boot, opts, *transport, rep, driver.get(), !opts.raw()));
+    std::unique_ptr<Backend> backend =
+        opts.raw() ? make_raw_ofi_backend(opts) : make_plugin_backend(opts);
+    runs.push_back(measure(rank, boot, opts, *backend, rep, driver.get(), !opts.raw()));
   }
   if (!opts.vs_raw_provider.empty()) {
-    std::unique_ptr<Transport> raw = make_raw_ofi_transport(opts);
+    std::unique_ptr<Backend> raw = make_raw_ofi_backend(opts);
     runs.push_back(measure(rank, boot, opts, *raw, rep, driver.get(), false));
   }
   if (rep) {

@@ -1,5 +1,5 @@
 // One rank of a weft-perf run, once the bootstrap connection exists:
-// agree on parameters, build the transport, run every pattern over the size
+// agree on parameters, build the backend, run every pattern over the size
 // sweep, report (rank 0). Returns the process exit status.
 #pragma once
 

@@ -124,7 +124,7 @@ class StreamPattern final : public Pattern {
                         &ctx.team.abort_flag());
       ProgressWatch& watch = thread == 0 ? ctx.watch : own;
       watch.reset();
-      Transport& t = ctx.transport;
+      Backend& backend = ctx.backend;
       std::vector<int> comms;
       for (int c = thread; c < ctx.comms(); c += threads) comms.push_back(c);
       std::vector<SendStream> send_streams;
@@ -132,14 +132,15 @@ class StreamPattern final : public Pattern {
       std::vector<void*> acks;
       for (int c : comms) {
         MessageBuffers& b = *ctx.buffers[static_cast<size_t>(c)];
-        if (sends) send_streams.emplace_back(t, c, b, spec);
+        if (sends) send_streams.emplace_back(backend, c, b, spec);
         if (recvs) {
-          recv_streams.emplace_back(t, c, b, spec);
+          recv_streams.emplace_back(backend, c, b, spec);
           recv_streams.back().fill();  // pre-post before the sender starts
         }
         if (!bidir && sends) {
-          acks.push_back(post_recv_blocking(t, watch, c, b.recv_ctrl(), MessageBuffers::kCtrlBytes,
-                                            kCtrlTag, b.recv_ctrl_mr()));
+          acks.push_back(post_recv_blocking(backend, watch, c, b.recv_ctrl(),
+                                            MessageBuffers::kCtrlBytes, kCtrlTag,
+                                            b.recv_ctrl_mr()));
         }
       }
       ctx.team.sync();
@@ -170,14 +171,15 @@ class StreamPattern final : public Pattern {
       }
       if (!bidir && sends) {
         for (size_t i = 0; i < comms.size(); ++i) {
-          wait_request(t, watch, comms[i], acks[i], "waiting for the receiver's acknowledgement");
+          wait_request(backend, watch, comms[i], acks[i],
+                       "waiting for the receiver's acknowledgement");
         }
       } else if (!bidir) {
         for (int c : comms) {
           MessageBuffers& b = *ctx.buffers[static_cast<size_t>(c)];
-          void* ack = post_send_blocking(t, watch, c, b.send_ctrl(), MessageBuffers::kCtrlBytes,
-                                         kCtrlTag, b.send_ctrl_mr());
-          wait_request(t, watch, c, ack, "sending the acknowledgement");
+          void* ack = post_send_blocking(backend, watch, c, b.send_ctrl(),
+                                         MessageBuffers::kCtrlBytes, kCtrlTag, b.send_ctrl_mr());
+          wait_request(backend, watch, c, ack, "sending the acknowledgement");
         }
       }
       ends[static_cast<size_t>(thread)] = Clock::now();

@@ -1,4 +1,4 @@
-// Transport over an ncclNet plugin, used the way NCCL's proxy uses it:
+// Backend over an ncclNet plugin, used the way NCCL's proxy uses it:
 // one send comm and one recv comm to the peer, buffers (host, or GPU with
 // --mem cuda) registered once, isend/irecv/test polled from one thread,
 // iflush after receives into GPU memory.
@@ -7,10 +7,10 @@
 #include <cstring>
 #include <vector>
 
+#include "backend.h"
 #include "bootstrap.h"
 #include "errors.h"
 #include "options.h"
-#include "transport.h"
 #include "weft/net_client.h"
 
 namespace weft::perf {
@@ -31,9 +31,9 @@ std::string ptr_support_text(int bits) {
   return text.empty() ? "none" : text;
 }
 
-class PluginTransport final : public Transport {
+class PluginBackend final : public Backend {
  public:
-  explicit PluginTransport(const Options& opts) : opts_(opts) {
+  explicit PluginBackend(const Options& opts) : opts_(opts) {
     std::string error;
     client_ = NetClient::load(opts.plugin_path, opts.abi, error);
     if (!client_) throw PerfError("plugin: " + error);
@@ -65,7 +65,7 @@ class PluginTransport final : public Transport {
     }
   }
 
-  ~PluginTransport() override {
+  ~PluginBackend() override {
     // Comms go before finalize/dlclose (NetClient's destructor).
     for (void* c : send_comms_) {
       if (c != nullptr) client_->close_send(c);
@@ -243,8 +243,8 @@ class PluginTransport final : public Transport {
 
 }  // namespace
 
-std::unique_ptr<Transport> make_plugin_transport(const Options& opts) {
-  return std::make_unique<PluginTransport>(opts);
+std::unique_ptr<Backend> make_plugin_backend(const Options& opts) {
+  return std::make_unique<PluginBackend>(opts);
 }
 
 }  // namespace weft::perf

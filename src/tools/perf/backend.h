@@ -1,7 +1,8 @@
-// Transport: what a test pattern needs from the thing being measured. Two
+// Backend: what a test pattern needs from the thing being measured. Two
 // implementations: an ncclNet plugin driven through NetClient, and raw
 // libfabric (the provider ceiling). Patterns are written once against this
-// interface.
+// interface. (Not weft::Transport, the plugin's own internal interface; the
+// report still calls this choice "transport": plugin or raw-ofi.)
 //
 // A "comm" is one bidirectional channel to the peer (a send comm plus a
 // recv comm for a plugin; an endpoint of its own for raw libfabric). Each
@@ -33,15 +34,15 @@ using Facts = std::vector<std::pair<std::string, std::string>>;
 // Largest receive group weft-perf posts (--group's bound).
 inline constexpr int kMaxGroup = 64;
 
-class Transport {
+class Backend {
  public:
-  virtual ~Transport() = default;
+  virtual ~Backend() = default;
 
   // Key/value facts for the report header (plugin path, ABI, device...).
   virtual Facts describe() const = 0;
   // Short name for a result line or plot legend, e.g. "weft (tcp;ofi_rxm)".
   virtual std::string label() const = 0;
-  // Largest message the transport accepts.
+  // Largest message the backend accepts.
   virtual size_t max_message_bytes() const = 0;
   // Largest receive group (ncclNet maxRecvs); 1 where grouping is unsupported.
   virtual int max_recvs() const = 0;
@@ -78,32 +79,32 @@ class Transport {
   virtual void* flush(int, int, void**, int*, void**) { return nullptr; }
 };
 
-// A registration released on scope exit (before the transport closes).
+// A registration released on scope exit (before the backend closes).
 class MemoryRegion {
  public:
   MemoryRegion() = default;
-  MemoryRegion(Transport& t, int comm, Direction dir, void* data, size_t size,
+  MemoryRegion(Backend& backend, int comm, Direction dir, void* data, size_t size,
                MemoryKind kind = MemoryKind::host)
-      : transport_(&t),
+      : backend_(&backend),
         comm_(comm),
         dir_(dir),
-        handle_(t.register_memory(comm, dir, data, size, kind)) {}
+        handle_(backend.register_memory(comm, dir, data, size, kind)) {}
   // By dma-buf; fd stays the caller's.
-  MemoryRegion(Transport& t, int comm, Direction dir, void* data, size_t size, uint64_t offset,
+  MemoryRegion(Backend& backend, int comm, Direction dir, void* data, size_t size, uint64_t offset,
                int fd)
-      : transport_(&t),
+      : backend_(&backend),
         comm_(comm),
         dir_(dir),
-        handle_(t.register_dmabuf(comm, dir, data, size, offset, fd)) {}
+        handle_(backend.register_dmabuf(comm, dir, data, size, offset, fd)) {}
   MemoryRegion(MemoryRegion&& o) noexcept
-      : transport_(std::exchange(o.transport_, nullptr)),
+      : backend_(std::exchange(o.backend_, nullptr)),
         comm_(o.comm_),
         dir_(o.dir_),
         handle_(o.handle_) {}
   MemoryRegion& operator=(MemoryRegion&& o) noexcept {
     if (this != &o) {
       reset();
-      transport_ = std::exchange(o.transport_, nullptr);
+      backend_ = std::exchange(o.backend_, nullptr);
       comm_ = o.comm_;
       dir_ = o.dir_;
       handle_ = o.handle_;
@@ -113,19 +114,19 @@ class MemoryRegion {
   MemoryRegion(const MemoryRegion&) = delete;
   ~MemoryRegion() { reset(); }
   void reset() noexcept {
-    if (transport_ != nullptr) transport_->deregister_memory(comm_, dir_, handle_);
-    transport_ = nullptr;
+    if (backend_ != nullptr) backend_->deregister_memory(comm_, dir_, handle_);
+    backend_ = nullptr;
   }
   void* handle() const { return handle_; }
 
  private:
-  Transport* transport_ = nullptr;
+  Backend* backend_ = nullptr;
   int comm_ = 0;
   Direction dir_ = Direction::send;
   void* handle_ = nullptr;
 };
 
-std::unique_ptr<Transport> make_plugin_transport(const Options& opts);
-std::unique_ptr<Transport> make_raw_ofi_transport(const Options& opts);
+std::unique_ptr<Backend> make_plugin_backend(const Options& opts);
+std::unique_ptr<Backend> make_raw_ofi_backend(const Options& opts);
 
 }  // namespace weft::perf

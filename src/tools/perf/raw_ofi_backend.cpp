@@ -1,4 +1,4 @@
-// Transport straight on libfabric: one FI_EP_RDM endpoint per comm (in a
+// Backend straight on libfabric: one FI_EP_RDM endpoint per comm (in a
 // domain of its own, so each comm's thread owns it and FI_THREAD_DOMAIN
 // needs no locks), manual progress by polling the CQ. No plugin involved, so
 // the same patterns measure the provider's own ceiling. Two operations:
@@ -20,10 +20,10 @@
 #include <cstring>
 #include <vector>
 
+#include "backend.h"
 #include "bootstrap.h"
 #include "errors.h"
 #include "options.h"
-#include "transport.h"
 
 namespace weft::perf {
 namespace {
@@ -126,9 +126,9 @@ struct RawComm {
   uint64_t next_key = 1;
 };
 
-class RawOfiTransport final : public Transport {
+class RawOfiBackend final : public Backend {
  public:
-  explicit RawOfiTransport(const Options& opts)
+  explicit RawOfiBackend(const Options& opts)
       : opts_(opts), provider_(opts.raw() ? opts.raw_provider : opts.vs_raw_provider) {
     InfoPtr hints(fi_allocinfo());
     if (!hints) throw PerfError("raw-ofi: fi_allocinfo failed");
@@ -182,7 +182,7 @@ class RawOfiTransport final : public Transport {
     fabric_.reset(fabric);
   }
 
-  ~RawOfiTransport() override {
+  ~RawOfiBackend() override {
     comms_.clear();  // endpoints and domains before the fabric
   }
 
@@ -474,8 +474,8 @@ class RawOfiTransport final : public Transport {
 
 }  // namespace
 
-std::unique_ptr<Transport> make_raw_ofi_transport(const Options& opts) {
-  return std::make_unique<RawOfiTransport>(opts);
+std::unique_ptr<Backend> make_raw_ofi_backend(const Options& opts) {
+  return std::make_unique<RawOfiBackend>(opts);
 }
 
 }  // namespace weft::perf
