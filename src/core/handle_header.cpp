@@ -2,18 +2,13 @@
 
 #include <cstring>
 
+#include "core/byte_codec.h"
 #include "core/comm_id.h"
 
 namespace weft {
 namespace {
 
 constexpr size_t kCookieOffset = 16;
-
-uint32_t get32(const uint8_t* in) {
-  uint32_t value;
-  std::memcpy(&value, in, 4);
-  return value;
-}
 
 }  // namespace
 
@@ -30,14 +25,13 @@ const char* transport_id_name(TransportId id) {
 void encode_handle(const ListenHandle& handle, void* out) {
   auto* bytes = static_cast<uint8_t*>(out);
   std::memset(bytes, 0, kHandleSize);
-  uint32_t magic = kHandleMagic;
-  std::memcpy(bytes, &magic, 4);
+  put_le32(bytes, kHandleMagic);
   bytes[4] = kHandleWireVersion;
   bytes[5] = static_cast<uint8_t>(handle.transport);
   bytes[6] = handle.payload_size;
-  std::memcpy(bytes + 8, &handle.fingerprint, 4);
-  std::memcpy(bytes + 12, &handle.listen_id, 4);
-  std::memcpy(bytes + kCookieOffset, &handle.connect_cookie, 8);
+  put_le32(bytes + 8, handle.fingerprint);
+  put_le32(bytes + 12, handle.listen_id);
+  put_le64(bytes + kCookieOffset, handle.connect_cookie);
   std::memcpy(bytes + kHandleHeaderSize, handle.payload, handle.payload_size);
 }
 
@@ -49,7 +43,7 @@ bool decode_handle(const void* data, size_t size, TransportId expected, ListenHa
              " bytes)";
     return false;
   }
-  uint32_t magic = get32(bytes);
+  uint32_t magic = get_le32(bytes);
   if (magic == kOldHandleMagic) {
     *error = "handle comes from an older weft (wire version 1); use the same weft on every node";
     return false;
@@ -90,9 +84,9 @@ bool decode_handle(const void* data, size_t size, TransportId expected, ListenHa
   ListenHandle decoded;
   decoded.transport = transport;
   decoded.payload_size = payload_size;
-  decoded.fingerprint = get32(bytes + 8);
-  decoded.listen_id = get32(bytes + 12);
-  std::memcpy(&decoded.connect_cookie, bytes + kCookieOffset, 8);
+  decoded.fingerprint = get_le32(bytes + 8);
+  decoded.listen_id = get_le32(bytes + 12);
+  decoded.connect_cookie = get_le64(bytes + kCookieOffset);
   if (!valid_comm_id(decoded.listen_id)) {
     *error = "handle carries an invalid listen id";
     return false;
@@ -103,7 +97,7 @@ bool decode_handle(const void* data, size_t size, TransportId expected, ListenHa
 }
 
 void store_connect_cookie(void* handle_bytes, uint64_t cookie) {
-  std::memcpy(static_cast<uint8_t*>(handle_bytes) + kCookieOffset, &cookie, 8);
+  put_le64(static_cast<uint8_t*>(handle_bytes) + kCookieOffset, cookie);
 }
 
 }  // namespace weft

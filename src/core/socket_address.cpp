@@ -8,6 +8,8 @@
 #include <cstring>
 #include <memory>
 
+#include "core/byte_codec.h"
+
 namespace weft {
 
 int SocketAddress::family() const {
@@ -73,19 +75,6 @@ SocketAddress SocketAddress::with_port(uint16_t port) const {
 
 namespace {
 
-void put_u16(uint8_t* out, uint16_t value) {
-  out[0] = static_cast<uint8_t>(value >> 8);
-  out[1] = static_cast<uint8_t>(value);
-}
-
-void put_u32(uint8_t* out, uint32_t value) {
-  for (int i = 0; i < 4; ++i) out[i] = static_cast<uint8_t>(value >> (24 - 8 * i));
-}
-
-uint32_t get_u32(const uint8_t* in) {
-  return (uint32_t{in[0]} << 24) | (uint32_t{in[1]} << 16) | (uint32_t{in[2]} << 8) | in[3];
-}
-
 bool fail(std::string* error, const std::string& why) {
   *error = "packed socket address: " + why;
   return false;
@@ -98,13 +87,13 @@ void SocketAddress::pack(uint8_t* out) const {
   if (family() == AF_INET) {
     const auto* in = reinterpret_cast<const sockaddr_in*>(&storage);
     out[0] = 4;
-    put_u16(out + 2, port());
+    put_be16(out + 2, port());
     std::memcpy(out + 8, &in->sin_addr, 4);
   } else if (family() == AF_INET6) {
     const auto* in6 = reinterpret_cast<const sockaddr_in6*>(&storage);
     out[0] = 6;
-    put_u16(out + 2, port());
-    put_u32(out + 4, in6->sin6_scope_id);
+    put_be16(out + 2, port());
+    put_be32(out + 4, in6->sin6_scope_id);
     std::memcpy(out + 8, &in6->sin6_addr, 16);
   }
 }
@@ -117,9 +106,9 @@ bool SocketAddress::unpack(const uint8_t* in, size_t size, SocketAddress* out, s
     return fail(error, "family byte is " + std::to_string(in[0]) + ", not 4 or 6");
   }
   if (in[1] != 0) return fail(error, "padding byte 1 is " + std::to_string(in[1]) + ", not 0");
-  uint16_t port = static_cast<uint16_t>((in[2] << 8) | in[3]);
+  uint16_t port = get_be16(in + 2);
   if (port == 0) return fail(error, "port is 0");
-  uint32_t scope_id = get_u32(in + 4);
+  uint32_t scope_id = get_be32(in + 4);
   if (in[0] == 4) {
     if (scope_id != 0) {
       return fail(error, "IPv4 address with scope id " + std::to_string(scope_id) + ", not 0");

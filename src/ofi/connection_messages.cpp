@@ -2,19 +2,11 @@
 
 #include <cstring>
 
+#include "core/byte_codec.h"
 #include "core/comm_id.h"
 
 namespace weft::ofi {
 namespace {
-
-void put32(uint8_t* out, uint32_t value) {
-  std::memcpy(out, &value, 4);
-}
-uint32_t get32(const uint8_t* in) {
-  uint32_t value;
-  std::memcpy(&value, in, 4);
-  return value;
-}
 
 bool decode_protocol(uint8_t value, Protocol* protocol) {
   if (value > static_cast<uint8_t>(Protocol::Rdma)) return false;
@@ -30,12 +22,12 @@ const char* protocol_name(Protocol protocol) {
 
 void encode_connect_request(const ConnectRequest& request, uint8_t* out) {
   std::memset(out, 0, kConnectRequestSize);
-  put32(out, kConnectMagic);
+  put_le32(out, kConnectMagic);
   out[4] = kWireVersion;
   out[5] = request.address_size;
   out[6] = static_cast<uint8_t>(request.protocol);
   out[7] = request.rails;
-  put32(out + 8, request.connector_comm_id);
+  put_le32(out + 8, request.connector_comm_id);
   std::memcpy(out + 16, request.address, request.address_size);
 }
 
@@ -45,14 +37,14 @@ bool decode_connect_request(const uint8_t* bytes, size_t size, ConnectRequest* r
     *error = "connect request is truncated (" + std::to_string(size) + " bytes)";
     return false;
   }
-  if (get32(bytes) != kConnectMagic || bytes[4] != kWireVersion) {
+  if (get_le32(bytes) != kConnectMagic || bytes[4] != kWireVersion) {
     *error = "connect request has a bad magic or wire version";
     return false;
   }
   ConnectRequest decoded;
   decoded.address_size = bytes[5];
   decoded.rails = bytes[7];
-  decoded.connector_comm_id = get32(bytes + 8);
+  decoded.connector_comm_id = get_le32(bytes + 8);
   if (decoded.rails < 1 || decoded.rails > kMaxRails) {
     *error = "connect request offers " + std::to_string(decoded.rails) + " rails (1.." +
              std::to_string(kMaxRails) + ")";
@@ -78,16 +70,16 @@ bool decode_connect_request(const uint8_t* bytes, size_t size, ConnectRequest* r
 
 void encode_connect_ack(const ConnectAck& ack, uint8_t* out) {
   std::memset(out, 0, kConnectAckSize);
-  put32(out, kAckMagic);
+  put_le32(out, kAckMagic);
   out[4] = kWireVersion;
   out[5] = static_cast<uint8_t>(ack.protocol);
   out[6] = ack.needs_size_notices ? 1 : 0;
   out[7] = ack.rails;
-  put32(out + 8, ack.recv_comm_id);
-  std::memcpy(out + 12, &ack.write_target[0], 2);
-  put32(out + 16, ack.eager_size);
+  put_le32(out + 8, ack.recv_comm_id);
+  put_le16(out + 12, ack.write_target[0]);
+  put_le32(out + 16, ack.eager_size);
   for (int r = 1; r < ack.rails && r < kMaxRails; ++r) {
-    std::memcpy(out + 24 + 2 * (r - 1), &ack.write_target[r], 2);
+    put_le16(out + 24 + 2 * (r - 1), ack.write_target[r]);
     uint8_t* rail = out + 40 + (r - 1) * kAckRailStride;
     rail[0] = ack.address_size[r];
     std::memcpy(rail + 8, ack.address[r], ack.address_size[r]);
@@ -99,12 +91,12 @@ bool decode_connect_ack(const uint8_t* bytes, size_t size, ConnectAck* ack, std:
     *error = "connect acknowledgement is truncated (" + std::to_string(size) + " bytes)";
     return false;
   }
-  if (get32(bytes) != kAckMagic || bytes[4] != kWireVersion) {
+  if (get_le32(bytes) != kAckMagic || bytes[4] != kWireVersion) {
     *error = "connect acknowledgement has a bad magic or wire version";
     return false;
   }
   ConnectAck decoded;
-  decoded.recv_comm_id = get32(bytes + 8);
+  decoded.recv_comm_id = get_le32(bytes + 8);
   if (!valid_comm_id(decoded.recv_comm_id)) {
     *error = "connect acknowledgement carries an invalid comm id";
     return false;
@@ -124,15 +116,15 @@ bool decode_connect_ack(const uint8_t* bytes, size_t size, ConnectAck* ack, std:
              std::to_string(kMaxRails) + ")";
     return false;
   }
-  decoded.eager_size = get32(bytes + 16);
-  if (bytes[14] != 0 || bytes[15] != 0 || get32(bytes + 20) != 0 || bytes[38] != 0 ||
+  decoded.eager_size = get_le32(bytes + 16);
+  if (bytes[14] != 0 || bytes[15] != 0 || get_le32(bytes + 20) != 0 || bytes[38] != 0 ||
       bytes[39] != 0) {
     *error = "connect acknowledgement has non-zero reserved bytes";
     return false;
   }
   for (int r = 0; r < kMaxRails; ++r) {
     const uint8_t* target = r == 0 ? bytes + 12 : bytes + 24 + 2 * (r - 1);
-    std::memcpy(&decoded.write_target[r], target, 2);
+    decoded.write_target[r] = get_le16(target);
     bool used = r < decoded.rails;
     if (used && decoded.protocol == Protocol::Rdma && decoded.write_target[r] == 0) {
       *error = "connect acknowledgement for the rdma protocol names no write target on rail " +

@@ -1,7 +1,16 @@
 // Bytes that travel between libfabric peers while a connection is set up:
 // the connect request and its acknowledgement (the listen handle is core's,
 // core/handle_header.h). Every decoder validates what it reads: these bytes
-// come from outside the process.
+// come from outside the process. Little-endian (docs/wire-formats.md):
+//
+// Request (120): 0 magic u32 "WFTC", 4 version u8, 5 address size u8,
+//   6 protocol u8, 7 rails u8, 8 connector comm id u32, 12 zero u32,
+//   16 address[104], zero padded.
+// Ack (824): 0 magic u32 "WFTA", 4 version u8, 5 protocol u8, 6 flags u8
+//   (1: size notices), 7 rails u8, 8 recv comm id u32, 12 rail 0's write
+//   target u16, 14 zero u16, 16 eager size u32, 20 zero u32, 24 write
+//   targets of rails 1..7 u16 x 7, 38 zero u16, 40 rails 1..7, 112 bytes
+//   each: address size u8, zero[7], address[104], zero padded.
 #pragma once
 
 #include <cstddef>

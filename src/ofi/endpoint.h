@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "core/comm_close.h"
+#include "core/flush_method.h"
 #include "nccl/types.h"
 #include "ofi/completion.h"
 #include "ofi/fabric_ptr.h"
@@ -38,9 +39,6 @@ class RemoteWriteTarget {
  protected:
   ~RemoteWriteTarget() = default;
 };
-
-// How iflush makes data the NIC wrote into GPU memory visible to the GPU.
-enum class FlushMethod { None, Read, Cuda };
 
 struct EndpointOptions {
   int cq_read_count = 16;

@@ -3,7 +3,6 @@
 #include <rdma/fi_errno.h>
 #include <unistd.h>
 
-#include <cstdlib>
 #include <cstring>
 
 #include "core/cuda/cuda_driver.h"
@@ -76,15 +75,6 @@ void probe(const fi_info* info, const cuda::Driver& driver, bool try_dmabuf, Gpu
 
 }  // namespace
 
-FlushMethod choose_flush(const std::string& setting, bool gdr_flush_disabled, bool has_rma,
-                         bool has_cuda_flush) {
-  if (setting == "off" || gdr_flush_disabled) return FlushMethod::None;
-  if (setting == "read") return has_rma ? FlushMethod::Read : FlushMethod::None;
-  if (setting == "cuda") return has_cuda_flush ? FlushMethod::Cuda : FlushMethod::None;
-  if (has_rma) return FlushMethod::Read;
-  return has_cuda_flush ? FlushMethod::Cuda : FlushMethod::None;
-}
-
 GpuSupport enable_gpu_memory(DiscoveredDevice* device, const cuda::Driver* driver,
                              const Params& params) {
   GpuSupport support;
@@ -111,10 +101,8 @@ GpuSupport enable_gpu_memory(DiscoveredDevice* device, const cuda::Driver* drive
     return support;
   }
   bool has_rma = (hmem->caps & FI_RMA) != 0;
-  const char* disable = std::getenv("NCCL_GDR_FLUSH_DISABLE");
-  bool flush_disabled = disable != nullptr && std::atoi(disable) != 0;
-  support.flush = choose_flush(params.gdr_flush, flush_disabled, has_rma,
-                               driver->has_flush() && driver->gdr_supported(0));
+  support.flush =
+      choose_flush(params.gdr_flush, has_rma, driver->has_flush() && driver->gdr_supported(0));
   device->info = std::move(hmem);
   device->properties.ptr_support =
       NCCL_PTR_HOST | NCCL_PTR_CUDA | (support.dmabuf ? NCCL_PTR_DMABUF : 0);

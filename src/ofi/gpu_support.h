@@ -6,6 +6,7 @@
 
 #include <string>
 
+#include "core/flush_method.h"
 #include "ofi/endpoint.h"
 #include "ofi/provider_discovery.h"
 #include "weft/params.h"
@@ -30,9 +31,5 @@ struct GpuSupport {
 // reason is logged once at INFO and kept in off_reason.
 GpuSupport enable_gpu_memory(DiscoveredDevice* device, const cuda::Driver* driver,
                              const Params& params);
-
-// The flush method a setting asks for, given what the device offers.
-FlushMethod choose_flush(const std::string& setting, bool gdr_flush_disabled, bool has_rma,
-                         bool has_cuda_flush);
 
 }  // namespace weft::ofi

@@ -3,11 +3,9 @@
 #include <rdma/fi_errno.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <cerrno>
 #include <memory>
 
-#include "core/cuda/cuda_driver.h"
 #include "ofi/endpoint.h"
 #include "weft/log.h"
 
@@ -44,43 +42,8 @@ std::string registration_hint(const Endpoint& endpoint, const MemorySource& sour
 ncclResult_t classify_memory(Endpoint& endpoint, void* data, size_t size, int type,
                              MemorySource* source) {
   *source = MemorySource{};
-  source->type = type;
-  if (type == NCCL_PTR_HOST) return ncclSuccess;
-  if (type != NCCL_PTR_CUDA) {
-    WEFT_WARN("%s: cannot register %zu bytes at %p: unsupported memory type %d",
-              endpoint.device_name().c_str(), size, data, type);
-    return ncclInvalidArgument;
-  }
-  if (!endpoint.gpu_memory()) {
-    WEFT_WARN("%s: cannot register %zu bytes of GPU memory at %p: %s",
-              endpoint.device_name().c_str(), size, data, endpoint.gpu_off_reason().c_str());
-    return ncclInvalidUsage;
-  }
-  const cuda::Driver& cuda = *endpoint.cuda();
-  cuda::PointerInfo info;
-  std::string error;
-  if (!cuda.classify(data, &info, &error)) {
-    WEFT_WARN("%s: cannot register %zu bytes of GPU memory at %p: %s",
-              endpoint.device_name().c_str(), size, data, error.c_str());
-    return ncclUnhandledCudaError;
-  }
-  if (!info.device) {
-    WEFT_WARN(
-        "%s: NCCL asked to register %zu bytes at %p as GPU memory, but CUDA does not know that "
-        "address as device memory",
-        endpoint.device_name().c_str(), size, data);
-    return ncclInvalidArgument;
-  }
-  source->device = info.ordinal;
-  source->buffer_id = info.buffer_id;
-  source->allocation_start = info.base;
-  source->allocation_size = info.size;
-  // As NCCL's own transports do: CUDA copies then synchronise with RDMA.
-  if (!cuda.set_sync_memops(data, &error)) {
-    WEFT_INFO(NCCL_NET, "%s: could not set SYNC_MEMOPS on %p: %s", endpoint.device_name().c_str(),
-              data, error.c_str());
-  }
-  return ncclSuccess;
+  return classify_buffer(endpoint.device_name(), endpoint.cuda(), endpoint.gpu_off_reason(), data,
+                         size, type, source);
 }
 
 ncclResult_t register_memory(Endpoint& endpoint, void* data, size_t size, MemorySource source,
@@ -96,22 +59,15 @@ ncclResult_t register_memory(Endpoint& endpoint, void* data, size_t size, Memory
     return ncclSuccess;
   }
 
-  MrKey key;
+  MrKey key = page_key(data, size, source);
   if (source.dmabuf_fd >= 0) {
     // A dma-buf covers what NCCL exported, no more: register exactly that.
     key.start = reinterpret_cast<uintptr_t>(data);
     key.end = key.start + size;
   } else {
-    key = page_aligned_key(data, size, endpoint.page_size());
-    if (source.allocation_size > 0) {
-      // GPU allocations need not be page-aligned for the host's page size.
-      key.start = std::max<uintptr_t>(key.start, source.allocation_start);
-      key.end = std::min<uintptr_t>(key.end, source.allocation_start + source.allocation_size);
-    }
+    // GPU allocations need not be page-aligned for the host's page size.
+    key = clipped_to_allocation(key, source);
   }
-  key.memory_type = source.type;
-  key.device = source.device;
-  key.buffer_id = source.buffer_id;
 
   RegistrationCache& cache = endpoint.registration_cache();
   if (RegistrationCache::Entry* entry = cache.acquire(key)) {

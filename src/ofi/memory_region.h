@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <string>
 
+#include "core/buffer_class.h"
 #include "core/mr_cache.h"
 #include "nccl/types.h"
 #include "ofi/rails.h"
@@ -27,12 +28,7 @@ struct Registration {
 using RegistrationCache = MrCache<Registration>;
 
 // What regMr/regMrDmaBuf were given, after classification.
-struct MemorySource {
-  int type = NCCL_PTR_HOST;        // NCCL_PTR_HOST or NCCL_PTR_CUDA
-  int device = -1;                 // CUDA ordinal
-  uint64_t buffer_id = 0;          // CUDA allocation id
-  uintptr_t allocation_start = 0;  // CUDA allocation bounds, 0 when unknown
-  size_t allocation_size = 0;
+struct MemorySource : BufferClass {
   int dmabuf_fd = -1;  // >= 0: register from this dma-buf (not kept)
   uint64_t dmabuf_offset = 0;
 };

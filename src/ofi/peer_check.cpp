@@ -11,6 +11,8 @@
 #include <limits>
 #include <string_view>
 
+#include "core/byte_codec.h"
+
 namespace weft::ofi::shm_check {
 namespace {
 
@@ -45,13 +47,6 @@ const RegionLayout* layout_for(int version) {
     if (layout.version == version) return &layout;
   }
   return nullptr;
-}
-
-template <typename T>
-T read_at(const uint8_t* header, size_t at) {
-  T value;
-  std::memcpy(&value, header + at, sizeof value);
-  return value;
 }
 
 // kill(pid, 0) tells whether a process with that pid exists in our PID
@@ -108,7 +103,7 @@ bool header_usable(const RegionLayout& layout, int fd, const struct stat& st,
                                                "handle?)"));
     return false;
   }
-  auto pid = read_at<int32_t>(header, layout.pid_at);
+  auto pid = static_cast<int32_t>(get_host32(header + layout.pid_at));
   if (pid <= 0) {
     *problem = "the peer's shared-memory region " + path +
                (pid == 0 ? " is not initialised: its owner died while creating it, or it is "
@@ -118,7 +113,7 @@ bool header_usable(const RegionLayout& layout, int fd, const struct stat& st,
   }
   // The provider maps total_size bytes: more than the file faults, a
   // wild value fails the mmap and the provider uses MAP_FAILED.
-  auto total_size = read_at<uint64_t>(header, layout.total_size_at);
+  auto total_size = get_host64(header + layout.total_size_at);
   if (total_size != size) {
     *problem = "the peer's shared-memory region " + path + " claims " + std::to_string(total_size) +
                " bytes but the file has " + std::to_string(size) +
@@ -129,7 +124,7 @@ bool header_usable(const RegionLayout& layout, int fd, const struct stat& st,
   uint64_t previous = layout.header_size - 1;
   uint64_t name_offset = 0;
   for (size_t i = 0; i < layout.offset_count; ++i) {
-    auto offset = read_at<uint64_t>(header, layout.offsets_at + 8 * i);
+    auto offset = get_host64(header + layout.offsets_at + 8 * i);
     if (offset <= previous || offset >= total_size || offset % 8 != 0) {
       *problem = "the peer's shared-memory region " + path + " has a bad header (offset " +
                  std::to_string(offset) + " in a region of " + std::to_string(total_size) +

@@ -2,6 +2,8 @@
 
 #include <cstring>
 
+#include "core/byte_codec.h"
+
 namespace weft::ofi {
 namespace {
 
@@ -12,17 +14,6 @@ constexpr uint8_t kEagerTruncated = 1;
 constexpr uint8_t kEagerSizeNotice = 2;
 constexpr uint8_t kEagerAborted = 4;
 
-template <typename T>
-void put(uint8_t* out, T value) {
-  std::memcpy(out, &value, sizeof(T));
-}
-template <typename T>
-T get(const uint8_t* in) {
-  T value;
-  std::memcpy(&value, in, sizeof(T));
-  return value;
-}
-
 }  // namespace
 
 size_t cts_size(int count, int rails) {
@@ -31,20 +22,20 @@ size_t cts_size(int count, int rails) {
 
 void encode_cts(const CtsMessage& cts, uint8_t* out) {
   std::memset(out, 0, cts_size(cts.count, cts.rails));
-  put<uint32_t>(out, kCtsMagic);
+  put_le32(out, kCtsMagic);
   out[4] = kRdmaWireVersion;
   out[5] = cts.count;
   out[6] = cts.slot;
   out[7] = cts.rails;
-  put<uint32_t>(out + 8, cts.group_seq);
-  put<uint32_t>(out + 12, cts.first_index);
+  put_le32(out + 8, cts.group_seq);
+  put_le32(out + 12, cts.first_index);
   for (int i = 0; i < cts.count; ++i) {
     uint8_t* entry = out + kCtsHeaderSize + static_cast<size_t>(i) * cts_entry_size(cts.rails);
-    put<uint64_t>(entry, cts.entries[i].size);
-    put<int32_t>(entry + 8, cts.entries[i].tag);
+    put_le64(entry, cts.entries[i].size);
+    put_le32(entry + 8, static_cast<uint32_t>(cts.entries[i].tag));
     for (int r = 0; r < cts.rails; ++r) {
-      put<uint64_t>(entry + 16 + 16 * r, cts.entries[i].address[r]);
-      put<uint64_t>(entry + 24 + 16 * r, cts.entries[i].key[r]);
+      put_le64(entry + 16 + 16 * r, cts.entries[i].address[r]);
+      put_le64(entry + 24 + 16 * r, cts.entries[i].key[r]);
     }
   }
 }
@@ -54,7 +45,7 @@ bool decode_cts(const uint8_t* bytes, size_t size, int rails, CtsMessage* cts, s
     *error = "clear-to-send of " + std::to_string(size) + " bytes is shorter than its header";
     return false;
   }
-  if (get<uint32_t>(bytes) != kCtsMagic || bytes[4] != kRdmaWireVersion) {
+  if (get_le32(bytes) != kCtsMagic || bytes[4] != kRdmaWireVersion) {
     *error = "clear-to-send has a bad magic or wire version";
     return false;
   }
@@ -82,21 +73,21 @@ bool decode_cts(const uint8_t* bytes, size_t size, int rails, CtsMessage* cts, s
              std::to_string(cts_size(decoded.count, decoded.rails)) + ")";
     return false;
   }
-  decoded.group_seq = get<uint32_t>(bytes + 8);
-  decoded.first_index = get<uint32_t>(bytes + 12);
+  decoded.group_seq = get_le32(bytes + 8);
+  decoded.first_index = get_le32(bytes + 12);
   for (int i = 0; i < decoded.count; ++i) {
     const uint8_t* entry =
         bytes + kCtsHeaderSize + static_cast<size_t>(i) * cts_entry_size(decoded.rails);
     CtsEntry& out = decoded.entries[i];
-    out.size = get<uint64_t>(entry);
-    out.tag = get<int32_t>(entry + 8);
-    if (get<uint32_t>(entry + 12) != 0) {
+    out.size = get_le64(entry);
+    out.tag = static_cast<int32_t>(get_le32(entry + 8));
+    if (get_le32(entry + 12) != 0) {
       *error = "clear-to-send entry " + std::to_string(i) + " has non-zero reserved bytes";
       return false;
     }
     for (int r = 0; r < decoded.rails; ++r) {
-      out.address[r] = get<uint64_t>(entry + 16 + 16 * r);
-      out.key[r] = get<uint64_t>(entry + 24 + 16 * r);
+      out.address[r] = get_le64(entry + 16 + 16 * r);
+      out.key[r] = get_le64(entry + 24 + 16 * r);
       if (out.size > 0 && out.address[r] + out.size < out.address[r]) {
         *error = "clear-to-send entry " + std::to_string(i) + " wraps the address space";
         return false;
@@ -109,14 +100,14 @@ bool decode_cts(const uint8_t* bytes, size_t size, int rails, CtsMessage* cts, s
 
 void encode_eager_header(const EagerHeader& header, uint8_t* out) {
   std::memset(out, 0, kEagerHeaderSize);
-  put<uint32_t>(out, kEagerMagic);
+  put_le32(out, kEagerMagic);
   out[4] = kRdmaWireVersion;
   out[5] = static_cast<uint8_t>((header.truncated ? kEagerTruncated : 0) |
                                 (header.size_notice ? kEagerSizeNotice : 0) |
                                 (header.aborted ? kEagerAborted : 0));
-  put<uint32_t>(out + 8, header.index);
-  put<int32_t>(out + 12, header.tag);
-  put<uint64_t>(out + 16, header.size);
+  put_le32(out + 8, header.index);
+  put_le32(out + 12, static_cast<uint32_t>(header.tag));
+  put_le64(out + 16, header.size);
 }
 
 bool decode_eager_header(const uint8_t* bytes, size_t length, uint64_t max_data,
@@ -125,7 +116,7 @@ bool decode_eager_header(const uint8_t* bytes, size_t length, uint64_t max_data,
     *error = "eager message of " + std::to_string(length) + " bytes is shorter than its header";
     return false;
   }
-  if (get<uint32_t>(bytes) != kEagerMagic || bytes[4] != kRdmaWireVersion) {
+  if (get_le32(bytes) != kEagerMagic || bytes[4] != kRdmaWireVersion) {
     *error = "eager message has a bad magic or wire version";
     return false;
   }
@@ -140,9 +131,9 @@ bool decode_eager_header(const uint8_t* bytes, size_t length, uint64_t max_data,
   decoded.truncated = (bytes[5] & kEagerTruncated) != 0;
   decoded.size_notice = (bytes[5] & kEagerSizeNotice) != 0;
   decoded.aborted = (bytes[5] & kEagerAborted) != 0;
-  decoded.index = get<uint32_t>(bytes + 8);
-  decoded.tag = get<int32_t>(bytes + 12);
-  decoded.size = get<uint64_t>(bytes + 16);
+  decoded.index = get_le32(bytes + 8);
+  decoded.tag = static_cast<int32_t>(get_le32(bytes + 12));
+  decoded.size = get_le64(bytes + 16);
   size_t data = length - kEagerHeaderSize;
   if (decoded.size_notice && (data != 0 || decoded.tag < 0 || decoded.tag >= kRdmaMaxEntries)) {
     *error = "size notice carries data or names entry " + std::to_string(decoded.tag);

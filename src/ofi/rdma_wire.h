@@ -2,6 +2,15 @@
 // clear-to-send messages (receiver -> sender), eager headers (sender ->
 // receiver) and the 32-bit immediate of every data write. Every decoder
 // checks every field: these bytes come from a peer that may be buggy.
+// Little-endian (docs/wire-formats.md):
+//
+// Clear-to-send: 0 magic u32 "WFTR", 4 version u8, 5 count u8, 6 slot u8,
+//   7 rails u8, 8 group sequence u32, 12 first index u32, then `count`
+//   entries of 16 + 16 x rails: 0 size u64, 8 tag i32, 12 zero u32, and
+//   per rail r at 16 + 16r: address u64, key u64.
+// Eager header (24): 0 magic u32 "WFTE", 4 version u8, 5 flags u8 (1
+//   truncated, 2 size notice, 4 aborted; at most one), 6 zero u16, 8 index
+//   u32, 12 tag i32, 16 size u64.
 #pragma once
 
 #include <cstddef>

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <fstream>
 
+#include "core/buffer_class.h"
 #include "core/cuda/cuda_driver.h"
 #include "core/sysfs.h"
 #include "verbs/gid_select.h"
@@ -303,50 +304,32 @@ ncclResult_t Nic::register_memory(void* data, size_t size, int type, int dmabuf_
                                   uint64_t dmabuf_offset, MemoryHandle** out) {
   *out = nullptr;
   const char* kind = type == NCCL_PTR_CUDA ? "GPU" : "host";
-  if (type != NCCL_PTR_HOST && type != NCCL_PTR_CUDA) {
-    WEFT_WARN("%s: cannot register %zu bytes at %p: unsupported memory type %d", name().c_str(),
-              size, data, type);
-    return ncclInvalidArgument;
-  }
-  MrKey key = page_aligned_key(data, size, 4096);
-  key.memory_type = type;
+  BufferClass buffer;
+  ncclResult_t result = classify_buffer(name(), gpu_memory() ? cuda_ : nullptr, gpu_off_reason_,
+                                        data, size, type, &buffer);
+  if (result != ncclSuccess) return result;
+  MrKey key = page_key(data, size, buffer);
   int fd = -1;
   bool owns_fd = false;
   uint64_t offset = 0;
   void* start = data;
   size_t length = std::max<size_t>(size, 1);
   if (type == NCCL_PTR_CUDA) {
-    if (!gpu_memory()) {
-      WEFT_WARN("%s: cannot register %zu bytes of GPU memory at %p: %s", name().c_str(), size, data,
-                gpu_off_reason_.c_str());
-      return ncclInvalidUsage;
-    }
-    cuda::PointerInfo info;
-    std::string error;
-    if (!cuda_->classify(data, &info, &error) || !info.device) {
-      WEFT_WARN("%s: cannot register %zu bytes at %p as GPU memory: %s", name().c_str(), size, data,
-                info.device ? error.c_str() : "CUDA does not know it as device memory");
-      return info.device ? ncclUnhandledCudaError : ncclInvalidArgument;
-    }
-    key.device = info.ordinal;
-    key.buffer_id = info.buffer_id;
-    std::string sync_error;
-    cuda_->set_sync_memops(data, &sync_error);
     if (dmabuf_fd >= 0 && use_dmabuf_) {
       fd = dmabuf_fd;
       offset = dmabuf_offset;
     } else if (use_dmabuf_) {
-      // The pages around the buffer, clipped to its allocation.
-      uintptr_t begin = std::max<uintptr_t>(key.start, info.base);
-      uintptr_t end = std::min<uintptr_t>(key.end, info.base + info.size);
-      if (!cuda_->export_dmabuf(reinterpret_cast<void*>(begin), end - begin, &fd, &error)) {
+      // The pages around the buffer, clipped to its allocation: a dma-buf
+      // is exported from one allocation.
+      key = clipped_to_allocation(key, buffer);
+      std::string error;
+      if (!cuda_->export_dmabuf(reinterpret_cast<void*>(key.start), key.end - key.start, &fd,
+                                &error)) {
         WEFT_WARN("%s: cannot export a dma-buf for GPU memory at %p: %s", name().c_str(), data,
                   error.c_str());
         return ncclUnhandledCudaError;
       }
       owns_fd = true;
-      key.start = begin;
-      key.end = end;
     }
   }
   if (fd < 0 || owns_fd) {

@@ -20,7 +20,7 @@ VerbsRecvComm::~VerbsRecvComm() {
 
 bool VerbsRecvComm::prepare(std::string* error) {
   if (!allocate_control(&control_, &control_region_, "sizes FIFO", error)) return false;
-  if (options_.flush == FlushMode::Read && nic().gpu_memory() && !make_flush_pair(error)) {
+  if (options_.flush == FlushMethod::Read && nic().gpu_memory() && !make_flush_pair(error)) {
     return false;
   }
   exchange_.start_receiver(
@@ -274,8 +274,8 @@ ncclResult_t VerbsRecvComm::iflush(int n, void** data, const int* sizes, void** 
       last = i;
     }
   }
-  if (last < 0 || options_.flush == FlushMode::None) return ncclSuccess;  // nothing to flush
-  if (options_.flush == FlushMode::Cuda) {
+  if (last < 0 || options_.flush == FlushMethod::None) return ncclSuccess;  // nothing to flush
+  if (options_.flush == FlushMethod::Cuda) {
     std::string error;
     if (!nic().cuda()->flush_rdma_writes(&error)) {
       WEFT_WARN("%s: %s", nic().name().c_str(), error.c_str());

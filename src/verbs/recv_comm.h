@@ -8,16 +8,15 @@
 
 #include <array>
 
+#include "core/flush_method.h"
 #include "verbs/comm_base.h"
 #include "verbs/side_channel.h"
 
 namespace weft::verbs {
 
-enum class FlushMode { None, Read, Cuda };
-
 struct RecvOptions {
   QpSettings qp_settings;
-  FlushMode flush = FlushMode::Read;
+  FlushMethod flush = FlushMethod::Read;
 };
 
 class VerbsRecvComm final : public CommBase<RecvComm> {

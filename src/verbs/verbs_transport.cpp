@@ -7,6 +7,7 @@
 #include "core/comm_id.h"
 #include "core/connect_resume.h"
 #include "core/cuda/cuda_driver.h"
+#include "core/flush_method.h"
 #include "core/handle_header.h"
 #include "verbs/gid_select.h"
 #include "verbs/listen_comm.h"
@@ -19,12 +20,6 @@ std::string joined(const std::vector<std::string>& notes) {
   std::string text;
   for (const std::string& note : notes) text += (text.empty() ? "" : "; ") + note;
   return text.empty() ? "no verbs devices" : text;
-}
-
-FlushMode flush_mode(const Params& params) {
-  if (params.gdr_flush == "off") return FlushMode::None;
-  if (params.gdr_flush == "cuda") return FlushMode::Cuda;
-  return FlushMode::Read;
 }
 
 }  // namespace
@@ -146,7 +141,9 @@ ncclResult_t VerbsTransport::listen(int dev, void* handle, ListenComm** listen_c
   encode_handle(encoded, handle);
   RecvOptions options;
   options.qp_settings = qp_settings(nullptr);
-  options.flush = flush_mode(params_);
+  // Every verbs port reads through a loopback queue pair; cuda is taken as
+  // asked (iflush names a driver without cuFlushGPUDirectRDMAWrites).
+  options.flush = choose_flush(params_.gdr_flush, true, true);
   WEFT_INFO(NCCL_NET, "%s: listening on %s (%s)", nic->name().c_str(),
             listener->address().text().c_str(), ifname.c_str());
   *listen_comm = new VerbsListenComm(std::move(nic), std::move(listener), listen_id, options,

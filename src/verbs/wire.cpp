@@ -2,6 +2,8 @@
 
 #include <cstring>
 
+#include "core/byte_codec.h"
+
 namespace weft::verbs {
 namespace {
 
@@ -16,19 +18,6 @@ constexpr uint8_t kFlagEce = 4;
 // 32 FIFO address u64, 40 FIFO rkey u32, 44 zero u32, 48 QPN u32 x 16,
 // 112 ECE vendor id u32, 116 ECE options u32 (both 0 without the ECE flag),
 // 120 zero[8]. Little-endian.
-template <typename T>
-void put(uint8_t* out, size_t offset, T value) {
-  for (size_t i = 0; i < sizeof(T); ++i) {
-    out[offset + i] = static_cast<uint8_t>(static_cast<uint64_t>(value) >> (8 * i));
-  }
-}
-
-template <typename T>
-T get(const uint8_t* in, size_t offset) {
-  uint64_t value = 0;
-  for (size_t i = 0; i < sizeof(T); ++i) value |= uint64_t{in[offset + i]} << (8 * i);
-  return static_cast<T>(value);
-}
 
 bool fail(std::string* error, const std::string& text) {
   *error = text;
@@ -50,24 +39,24 @@ bool all_zero(const uint8_t* bytes, size_t size) {
 
 void encode_connection_info(const ConnectionInfo& info, uint8_t out[kConnectionInfoSize]) {
   std::memset(out, 0, kConnectionInfoSize);
-  put<uint32_t>(out, 0, kInfoMagic);
-  put<uint8_t>(out, 4, kInfoVersion);
-  put<uint8_t>(out, 5, static_cast<uint8_t>(info.role));
-  put<uint8_t>(out, 6, static_cast<uint8_t>(info.link_layer));
-  put<uint8_t>(out, 7, info.qp_count);
-  put<uint8_t>(out, 8, info.mtu);
-  put<uint8_t>(out, 9,
-               (info.split_data ? kFlagSplit : 0) |
-                   (info.adaptive_routing ? kFlagAdaptiveRouting : 0) | (info.ece ? kFlagEce : 0));
-  put<uint16_t>(out, 10, info.lid);
-  put<uint32_t>(out, 12, info.listen_id);
+  put_le32(out, kInfoMagic);
+  out[4] = kInfoVersion;
+  out[5] = static_cast<uint8_t>(info.role);
+  out[6] = static_cast<uint8_t>(info.link_layer);
+  out[7] = info.qp_count;
+  out[8] = info.mtu;
+  out[9] = static_cast<uint8_t>((info.split_data ? kFlagSplit : 0) |
+                                (info.adaptive_routing ? kFlagAdaptiveRouting : 0) |
+                                (info.ece ? kFlagEce : 0));
+  put_le16(out + 10, info.lid);
+  put_le32(out + 12, info.listen_id);
   std::memcpy(out + 16, info.gid, 16);
-  put<uint64_t>(out, 32, info.fifo_address);
-  put<uint32_t>(out, 40, info.fifo_rkey);
-  for (int q = 0; q < kMaxQpsPerConnection; ++q) put<uint32_t>(out, 48 + 4 * q, info.qpn[q]);
+  put_le64(out + 32, info.fifo_address);
+  put_le32(out + 40, info.fifo_rkey);
+  for (int q = 0; q < kMaxQpsPerConnection; ++q) put_le32(out + 48 + 4 * q, info.qpn[q]);
   if (info.ece) {
-    put<uint32_t>(out, 112, info.ece_vendor_id);
-    put<uint32_t>(out, 116, info.ece_options);
+    put_le32(out + 112, info.ece_vendor_id);
+    put_le32(out + 116, info.ece_options);
   }
 }
 
@@ -77,7 +66,7 @@ bool decode_connection_info(const uint8_t* in, size_t size, Role expected, Conne
     return fail(error, "connection info of " + std::to_string(size) + " bytes, expected " +
                            std::to_string(kConnectionInfoSize));
   }
-  if (get<uint32_t>(in, 0) != kInfoMagic) {
+  if (get_le32(in) != kInfoMagic) {
     return fail(error,
                 "not a weft verbs connection (bad magic; is the peer weft's verbs "
                 "transport, the same WEFT_TRANSPORT on every node?)");
@@ -116,8 +105,8 @@ bool decode_connection_info(const uint8_t* in, size_t size, Role expected, Conne
   decoded.split_data = (in[9] & kFlagSplit) != 0;
   decoded.adaptive_routing = (in[9] & kFlagAdaptiveRouting) != 0;
   decoded.ece = (in[9] & kFlagEce) != 0;
-  decoded.lid = get<uint16_t>(in, 10);
-  decoded.listen_id = get<uint32_t>(in, 12);
+  decoded.lid = get_le16(in + 10);
+  decoded.listen_id = get_le32(in + 12);
   if (decoded.listen_id == 0) return fail(error, "listen id 0");
   std::memcpy(decoded.gid, in + 16, 16);
   if (decoded.link_layer == LinkLayer::Ethernet && all_zero(decoded.gid, 16)) {
@@ -127,20 +116,20 @@ bool decode_connection_info(const uint8_t* in, size_t size, Role expected, Conne
       all_zero(decoded.gid, 16)) {
     return fail(error, "InfiniBand peer with neither LID nor GID");
   }
-  decoded.fifo_address = get<uint64_t>(in, 32);
-  decoded.fifo_rkey = get<uint32_t>(in, 40);
+  decoded.fifo_address = get_le64(in + 32);
+  decoded.fifo_rkey = get_le32(in + 40);
   if (decoded.fifo_address == 0) return fail(error, "FIFO address 0");
-  if (get<uint32_t>(in, 44) != 0 || !all_zero(in + 120, 8)) {
+  if (get_le32(in + 44) != 0 || !all_zero(in + 120, 8)) {
     return fail(error, "nonzero reserved bytes");
   }
   if (decoded.ece) {
-    decoded.ece_vendor_id = get<uint32_t>(in, 112);
-    decoded.ece_options = get<uint32_t>(in, 116);
+    decoded.ece_vendor_id = get_le32(in + 112);
+    decoded.ece_options = get_le32(in + 116);
   } else if (!all_zero(in + 112, 8)) {
     return fail(error, "ECE vendor id/options without the ECE flag");
   }
   for (int q = 0; q < kMaxQpsPerConnection; ++q) {
-    decoded.qpn[q] = get<uint32_t>(in, 48 + 4 * q);
+    decoded.qpn[q] = get_le32(in + 48 + 4 * q);
     bool used = q < decoded.qp_count;
     if (used && (decoded.qpn[q] == 0 || decoded.qpn[q] > 0xffffff)) {
       return fail(error, "queue pair number " + std::to_string(decoded.qpn[q]) + " at " +
