@@ -25,9 +25,9 @@ ncclResult_t make_transport(const Params& params, std::unique_ptr<Transport>* ou
       WEFT_INFO(NCCL_INIT, "auto: native verbs not available (%s)", reason.c_str());
     } else if (ports.efa_devices > 0) {
       WEFT_INFO(NCCL_INIT, "auto: %d EFA device(s): using libfabric", ports.efa_devices);
-    } else if (!ports.nics.empty()) {
+    } else if (!ports.ports.empty()) {
       WEFT_INFO(NCCL_INIT, "auto: %zu InfiniBand/RoCE port(s): using the native verbs transport",
-                ports.nics.size());
+                ports.ports.size());
       *out = std::make_unique<verbs::VerbsTransport>(params, std::move(ports));
       return ncclSuccess;
     }

@@ -14,7 +14,7 @@
 #include "core/request.h"
 #include "core/request_pool.h"
 #include "core/tcp_channel.h"
-#include "verbs/nic.h"
+#include "verbs/open_port.h"
 #include "verbs/queue_pairs.h"
 #include "weft/log.h"
 
@@ -36,7 +36,7 @@ constexpr uint32_t wr_index(uint64_t id) {
 }
 
 struct ConnectionSetup {
-  std::shared_ptr<Nic> nic;
+  std::shared_ptr<OpenPort> port;
   QueuePairs qps;
   TcpStream stream;
   std::string peer_name;
@@ -46,19 +46,19 @@ template <typename Interface>
 class CommBase : public Interface, public RequestOwner {
  public:
   explicit CommBase(ConnectionSetup setup)
-      : setup_(std::move(setup)), nic_failures_(setup_.nic->failures()) {}
+      : setup_(std::move(setup)), port_failures_(setup_.port->failures()) {}
 
   ncclResult_t reg_mr(void* data, size_t size, int type, void** mhandle) override {
-    return nic().register_memory(data, size, type, -1, 0,
-                                 reinterpret_cast<MemoryHandle**>(mhandle));
+    return port().register_memory(data, size, type, -1, 0,
+                                  reinterpret_cast<MemoryHandle**>(mhandle));
   }
   ncclResult_t reg_mr_dmabuf(void* data, size_t size, int type, uint64_t offset, int fd,
                              void** mhandle) override {
-    return nic().register_memory(data, size, type, fd, offset,
-                                 reinterpret_cast<MemoryHandle**>(mhandle));
+    return port().register_memory(data, size, type, fd, offset,
+                                  reinterpret_cast<MemoryHandle**>(mhandle));
   }
   ncclResult_t dereg_mr(void* mhandle) override {
-    return nic().deregister_memory(static_cast<MemoryHandle*>(mhandle));
+    return port().deregister_memory(static_cast<MemoryHandle*>(mhandle));
   }
 
   void recycle(Request* request) override { release(static_cast<VerbsRequest*>(request)); }
@@ -67,7 +67,7 @@ class CommBase : public Interface, public RequestOwner {
   const std::string& peer_name() const { return setup_.peer_name; }
 
  protected:
-  Nic& nic() { return *setup_.nic; }
+  OpenPort& port() { return *setup_.port; }
   QueuePairs& qps() { return setup_.qps; }
   TcpStream& stream() { return setup_.stream; }
   bool faulted() const { return fault_.raised(); }
@@ -84,7 +84,7 @@ class CommBase : public Interface, public RequestOwner {
       return false;
     }
     std::memset(*control, 0, sizeof(Control));
-    if (nic().register_memory(*control, sizeof(Control), NCCL_PTR_HOST, -1, 0, region) !=
+    if (port().register_memory(*control, sizeof(Control), NCCL_PTR_HOST, -1, 0, region) !=
         ncclSuccess) {
       *error = std::string("cannot register the ") + what;
       return false;
@@ -95,7 +95,7 @@ class CommBase : public Interface, public RequestOwner {
   template <typename Control>
   void release_control(Control* control, MemoryHandle* region) {
     setup_.qps = QueuePairs();
-    if (region != nullptr) nic().deregister_memory(region);
+    if (region != nullptr) port().deregister_memory(region);
     std::free(control);
   }
 
@@ -112,7 +112,7 @@ class CommBase : public Interface, public RequestOwner {
 
   // Ends the connection: every pending and later operation reports `result`.
   ncclResult_t fail(ncclResult_t result, const std::string& text) {
-    return fault_.raise(result, nic().name(), peer_name(), text);
+    return fault_.raise(result, port().name(), peer_name(), text);
   }
 
   // Reads completions; failures end the connection.
@@ -137,13 +137,13 @@ class CommBase : public Interface, public RequestOwner {
   // process (its side channel closes when it exits or closes the comm).
   ncclResult_t check_health() {
     if (faulted()) return fault();
-    if (nic().failures() != nic_failures_) {
-      return fail(ncclSystemError, "device " + nic().name() + ": " + nic().failure_text());
+    if (port().failures() != port_failures_) {
+      return fail(ncclSystemError, "device " + port().name() + ": " + port().failure_text());
     }
     auto now = std::chrono::steady_clock::now();
     if (now < next_peer_check_) return ncclSuccess;
     next_peer_check_ = now + std::chrono::milliseconds(200);
-    nic().poll_async_events();
+    port().poll_async_events();
     if (!has_pending() || !setup_.stream.valid() || !setup_.stream.peer_closed()) {
       return ncclSuccess;
     }
@@ -176,8 +176,8 @@ class CommBase : public Interface, public RequestOwner {
     char text[320];
     std::snprintf(text, sizeof(text),
                   "%s completion failed on device %s, QP %u: %s (status %d, vendor error 0x%x)%s",
-                  opcode_name(wc), nic().name().c_str(), wc.qp_num,
-                  nic().api().wc_status_str(wc.status), static_cast<int>(wc.status), wc.vendor_err,
+                  opcode_name(wc), port().name().c_str(), wc.qp_num,
+                  port().api().wc_status_str(wc.status), static_cast<int>(wc.status), wc.vendor_err,
                   status_hint(wc.status));
     return text;
   }
@@ -213,7 +213,7 @@ class CommBase : public Interface, public RequestOwner {
   }
 
   ConnectionSetup setup_;
-  uint32_t nic_failures_ = 0;
+  uint32_t port_failures_ = 0;
   ConnectionFault fault_;
   RequestPool<VerbsRequest, kMaxRequests * kMaxRecvs> pool_;
   std::chrono::steady_clock::time_point next_peer_check_{};

@@ -2,10 +2,10 @@
 
 namespace weft::verbs {
 
-VerbsListenComm::VerbsListenComm(std::shared_ptr<Nic> nic, std::unique_ptr<TcpListener> listener,
-                                 uint32_t listen_id, const RecvOptions& options,
-                                 int connect_timeout_ms)
-    : nic_(std::move(nic)),
+VerbsListenComm::VerbsListenComm(std::shared_ptr<OpenPort> port,
+                                 std::unique_ptr<TcpListener> listener, uint32_t listen_id,
+                                 const RecvOptions& options, int connect_timeout_ms)
+    : port_(std::move(port)),
       listener_(std::move(listener)),
       listen_id_(listen_id),
       options_(options),
@@ -16,18 +16,18 @@ ncclResult_t VerbsListenComm::take_new_connections() {
   while (accepting_.size() < kMaxAccepting) {
     TcpStream stream;
     if (!listener_->accept(&stream, &error)) {
-      WEFT_WARN("%s: accepting a connection on %s failed: %s", nic_->name().c_str(),
+      WEFT_WARN("%s: accepting a connection on %s failed: %s", port_->name().c_str(),
                 listener_->address().text().c_str(), error.c_str());
       return ncclSystemError;
     }
     if (!stream.valid()) return ncclSuccess;
     ConnectionSetup setup;
-    setup.nic = nic_;
+    setup.port = port_;
     setup.peer_name = stream.peer().text();
     setup.stream = std::move(stream);
     auto comm = std::make_unique<VerbsRecvComm>(std::move(setup), options_, listen_id_);
     if (!comm->prepare(&error)) {
-      WEFT_WARN("%s: preparing a receive comm failed: %s", nic_->name().c_str(), error.c_str());
+      WEFT_WARN("%s: preparing a receive comm failed: %s", port_->name().c_str(), error.c_str());
       return ncclSystemError;
     }
     accepting_.push_back({std::move(comm), std::chrono::steady_clock::now() + connect_timeout_});
@@ -57,10 +57,10 @@ ncclResult_t VerbsListenComm::accept(RecvComm** recv_comm) {
     if (progress == SetupProgress::Failed) {
       // A stray or broken connection must not end the listener: the
       // connecting side reports its own failure.
-      WEFT_WARN("%s: dropped a connection attempt: %s", nic_->name().c_str(), error.c_str());
+      WEFT_WARN("%s: dropped a connection attempt: %s", port_->name().c_str(), error.c_str());
       continue;
     }
-    WEFT_INFO(NCCL_NET, "%s: accepted a connection from %s", nic_->name().c_str(),
+    WEFT_INFO(NCCL_NET, "%s: accepted a connection from %s", port_->name().c_str(),
               comm->peer_name().c_str());
     *recv_comm = comm.release();
     return ncclSuccess;

@@ -16,7 +16,7 @@ namespace weft::verbs {
 
 class VerbsListenComm final : public ListenComm {
  public:
-  VerbsListenComm(std::shared_ptr<Nic> nic, std::unique_ptr<TcpListener> listener,
+  VerbsListenComm(std::shared_ptr<OpenPort> port, std::unique_ptr<TcpListener> listener,
                   uint32_t listen_id, const RecvOptions& options, int connect_timeout_ms);
 
   ncclResult_t accept(RecvComm** recv_comm) override;
@@ -31,7 +31,7 @@ class VerbsListenComm final : public ListenComm {
   };
   ncclResult_t take_new_connections();
 
-  std::shared_ptr<Nic> nic_;
+  std::shared_ptr<OpenPort> port_;
   std::unique_ptr<TcpListener> listener_;
   uint32_t listen_id_;
   RecvOptions options_;

@@ -77,22 +77,22 @@ bool discover_ports(const Params& params, const cuda::Driver* cuda, DiscoveredPo
   for (const Candidate& candidate : candidates) {
     int ports_of_device = 0;
     for (const Candidate& other : candidates) ports_of_device += other.name == candidate.name;
-    NicOptions options;
-    options.device_name = candidate.name;
-    options.port = candidate.port;
+    PortId id;
+    id.device_name = candidate.name;
+    id.port = candidate.port;
     // One name per port: the device's own where it has one port in use.
-    options.nccl_name = ports_of_device > 1 ? candidate.name + ":" + std::to_string(candidate.port)
-                                            : candidate.name;
+    id.nccl_name = ports_of_device > 1 ? candidate.name + ":" + std::to_string(candidate.port)
+                                       : candidate.name;
     std::string why;
-    std::unique_ptr<Nic> nic = Nic::open(ibverbs, options, params, cuda, &why);
+    std::unique_ptr<OpenPort> port = OpenPort::open(ibverbs, id, params, cuda, &why);
     std::string where = candidate.name + ":" + std::to_string(candidate.port);
-    if (!nic) {
+    if (!port) {
       out->notes.push_back(where + ": " + why);
       WEFT_WARN("verbs device %s not used: %s", where.c_str(), why.c_str());
       continue;
     }
-    out->notes.push_back(where + ": used as " + options.nccl_name);
-    out->nics.push_back(std::move(nic));
+    out->notes.push_back(where + ": used as " + id.nccl_name);
+    out->ports.push_back(std::move(port));
   }
   return true;
 }

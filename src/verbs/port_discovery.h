@@ -1,6 +1,6 @@
 // Finds the verbs ports weft may use: active IB or RoCE ports of
 // InfiniBand-transport devices, filtered by WEFT_IB_HCA / NCCL_IB_HCA, each
-// opened as a Nic with its GID chosen. EFA devices are counted, not used:
+// opened as a OpenPort with its GID chosen. EFA devices are counted, not used:
 // EFA is served through libfabric.
 #pragma once
 
@@ -8,12 +8,12 @@
 #include <string>
 #include <vector>
 
-#include "verbs/nic.h"
+#include "verbs/open_port.h"
 
 namespace weft::verbs {
 
 struct DiscoveredPorts {
-  std::vector<std::shared_ptr<Nic>> nics;
+  std::vector<std::shared_ptr<OpenPort>> ports;
   int efa_devices = 0;
   // Per device and port: used, or why not; for logs and weft-info.
   std::vector<std::string> notes;

@@ -12,10 +12,10 @@ std::string failed(const std::string& call) {
 
 }  // namespace
 
-bool QueuePairs::create(Nic& nic, int count, const QpCapacity& wanted, std::string* error) {
-  nic_ = &nic;
-  const IbverbsApi& api = nic.api();
-  const ibv_device_attr& attr = nic.device_attr();
+bool QueuePairs::create(OpenPort& port, int count, const QpCapacity& wanted, std::string* error) {
+  port_ = &port;
+  const IbverbsApi& api = port.api();
+  const ibv_device_attr& attr = port.device_attr();
   QpCapacity capacity = wanted;
   uint32_t max_wr = attr.max_qp_wr > 0 ? static_cast<uint32_t>(attr.max_qp_wr) : 1024;
   capacity.send_wrs = std::min(capacity.send_wrs, max_wr);
@@ -23,7 +23,7 @@ bool QueuePairs::create(Nic& nic, int count, const QpCapacity& wanted, std::stri
   int cq_entries = count * static_cast<int>(capacity.send_wrs + capacity.recv_wrs);
   if (attr.max_cqe > 0) cq_entries = std::min(cq_entries, attr.max_cqe);
   errno = 0;
-  cq_ = {api.create_cq(nic.context(), cq_entries, nullptr, nullptr, 0), api.destroy_cq};
+  cq_ = {api.create_cq(port.context(), cq_entries, nullptr, nullptr, 0), api.destroy_cq};
   if (!cq_) {
     *error = failed("ibv_create_cq");
     return false;
@@ -39,11 +39,11 @@ bool QueuePairs::create(Nic& nic, int count, const QpCapacity& wanted, std::stri
     init.cap.max_recv_sge = 1;
     init.cap.max_inline_data = capacity.inline_bytes;
     errno = 0;
-    ibv_qp* qp = api.create_qp(nic.pd(), &init);
+    ibv_qp* qp = api.create_qp(port.pd(), &init);
     if (qp == nullptr && capacity.inline_bytes > 0) {
       // Some devices offer no inline data: do without.
       init.cap.max_inline_data = 0;
-      qp = api.create_qp(nic.pd(), &init);
+      qp = api.create_qp(port.pd(), &init);
     }
     if (qp == nullptr) {
       *error = failed("ibv_create_qp");
@@ -54,7 +54,7 @@ bool QueuePairs::create(Nic& nic, int count, const QpCapacity& wanted, std::stri
     ibv_qp_attr attr_init{};
     attr_init.qp_state = IBV_QPS_INIT;
     attr_init.pkey_index = 0;
-    attr_init.port_num = static_cast<uint8_t>(nic.port_number());
+    attr_init.port_num = static_cast<uint8_t>(port.port_number());
     attr_init.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
     errno = 0;
     if (api.modify_qp(qp, &attr_init,
@@ -68,7 +68,7 @@ bool QueuePairs::create(Nic& nic, int count, const QpCapacity& wanted, std::stri
 }
 
 bool QueuePairs::query_ece(uint32_t* vendor_id, uint32_t* options) const {
-  const IbverbsApi& api = nic_->api();
+  const IbverbsApi& api = port_->api();
   if (api.query_ece == nullptr || qps_.empty()) return false;
   ibv_ece ece{};
   if (api.query_ece(qps_[0].get(), &ece) != 0) return false;
@@ -78,7 +78,7 @@ bool QueuePairs::query_ece(uint32_t* vendor_id, uint32_t* options) const {
 }
 
 bool QueuePairs::set_ece(uint32_t vendor_id, uint32_t options, std::string* error) {
-  const IbverbsApi& api = nic_->api();
+  const IbverbsApi& api = port_->api();
   if (api.set_ece == nullptr) {
     *error = "this rdma-core has no ibv_set_ece";
     return false;
@@ -99,8 +99,8 @@ bool QueuePairs::set_ece(uint32_t vendor_id, uint32_t options, std::string* erro
 
 bool QueuePairs::connect(int index, uint32_t remote_qpn, const ConnectionInfo& remote,
                          const QpSettings& settings, std::string* error) {
-  const IbverbsApi& api = nic_->api();
-  const PortAddress& local = nic_->address();
+  const IbverbsApi& api = port_->api();
+  const PortAddress& local = port_->address();
   ibv_qp* qp = this->qp(index);
   if (settings.pkey_index != 0) {
     ibv_qp_attr pkey{};
@@ -120,7 +120,7 @@ bool QueuePairs::connect(int index, uint32_t remote_qpn, const ConnectionInfo& r
   rtr.min_rnr_timer = 12;
   rtr.ah_attr.dlid = remote.lid;
   rtr.ah_attr.sl = static_cast<uint8_t>(settings.service_level);
-  rtr.ah_attr.port_num = static_cast<uint8_t>(nic_->port_number());
+  rtr.ah_attr.port_num = static_cast<uint8_t>(port_->port_number());
   if (local.link_layer == LinkLayer::Ethernet || remote.lid == 0) {
     rtr.ah_attr.is_global = 1;
     std::memcpy(rtr.ah_attr.grh.dgid.raw, remote.gid, 16);

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "verbs/nic.h"
+#include "verbs/open_port.h"
 #include "verbs/wire.h"
 
 namespace weft::verbs {
@@ -33,7 +33,7 @@ class QueuePairs {
   QueuePairs& operator=(QueuePairs&&) = default;
 
   // `count` QPs over one new CQ, in INIT. False with the failing call in *error.
-  bool create(Nic& nic, int count, const QpCapacity& wanted, std::string* error);
+  bool create(OpenPort& port, int count, const QpCapacity& wanted, std::string* error);
   // QP `index` to RTR and RTS towards the peer's `remote_qpn` at `remote`'s address.
   bool connect(int index, uint32_t remote_qpn, const ConnectionInfo& remote,
                const QpSettings& settings, std::string* error);
@@ -51,7 +51,7 @@ class QueuePairs {
   const QpCapacity& capacity() const { return capacity_; }
 
  private:
-  Nic* nic_ = nullptr;
+  OpenPort* port_ = nullptr;
   // Destroyed before the CQ: members go in reverse order.
   std::unique_ptr<ibv_cq, int (*)(ibv_cq*)> cq_{nullptr, nullptr};
   std::vector<VerbsPtr<ibv_qp>> qps_;

@@ -20,7 +20,7 @@ VerbsRecvComm::~VerbsRecvComm() {
 
 bool VerbsRecvComm::prepare(std::string* error) {
   if (!allocate_control(&control_, &control_region_, "sizes FIFO", error)) return false;
-  if (options_.flush == FlushMethod::Read && nic().gpu_memory() && !make_flush_pair(error)) {
+  if (options_.flush == FlushMethod::Read && port().gpu_memory() && !make_flush_pair(error)) {
     return false;
   }
   exchange_.start_receiver(
@@ -32,19 +32,19 @@ bool VerbsRecvComm::prepare(std::string* error) {
 
 bool VerbsRecvComm::make_flush_pair(std::string* error) {
   QpCapacity capacity{kMaxRequests + 2, 2, 0};
-  if (!flush_qps_.create(nic(), 2, capacity, error)) return false;
+  if (!flush_qps_.create(port(), 2, capacity, error)) return false;
   ConnectionInfo self;
-  self.link_layer = nic().address().link_layer;
-  self.lid = nic().address().lid;
-  self.mtu = nic().address().active_mtu;
-  std::memcpy(self.gid, nic().address().gid, 16);
+  self.link_layer = port().address().link_layer;
+  self.lid = port().address().lid;
+  self.mtu = port().address().active_mtu;
+  std::memcpy(self.gid, port().address().gid, 16);
   return flush_qps_.connect(0, flush_qps_.qp(1)->qp_num, self, options_.qp_settings, error) &&
          flush_qps_.connect(1, flush_qps_.qp(0)->qp_num, self, options_.qp_settings, error);
 }
 
 bool VerbsRecvComm::connect(const ConnectionInfo& remote, ConnectionInfo* local,
                             std::string* error) {
-  if (remote.link_layer != nic().address().link_layer) {
+  if (remote.link_layer != port().address().link_layer) {
     *error = "the peer's port is " +
              std::string(remote.link_layer == LinkLayer::Ethernet ? "RoCE" : "InfiniBand") +
              ", this one is not: check WEFT_IB_HCA on both nodes";
@@ -62,7 +62,7 @@ bool VerbsRecvComm::connect(const ConnectionInfo& remote, ConnectionInfo* local,
   // when a later signaled completion is polled, so up to 7 entries of
   // earlier rounds plus a whole FIFO of new ones may be held.
   QpCapacity capacity{2 * kFifoSlots + 8, kFifoSlots + 4, 256};
-  if (!qps().create(nic(), remote.qp_count, capacity, error)) return false;
+  if (!qps().create(port(), remote.qp_count, capacity, error)) return false;
   // Take the sender's ECE offer and answer with what the queue pairs then
   // hold; on refusal neither side sets any.
   if (remote.ece && options_.qp_settings.ece) {
@@ -70,14 +70,14 @@ bool VerbsRecvComm::connect(const ConnectionInfo& remote, ConnectionInfo* local,
     if (qps().set_ece(remote.ece_vendor_id, remote.ece_options, &why)) {
       local->ece = qps().query_ece(&local->ece_vendor_id, &local->ece_options);
     } else {
-      WEFT_INFO(NCCL_NET, "%s: connection from %s without ECE: %s", nic().name().c_str(),
+      WEFT_INFO(NCCL_NET, "%s: connection from %s without ECE: %s", port().name().c_str(),
                 peer_name().c_str(), why.c_str());
     }
   }
   for (int q = 0; q < qps().count(); ++q) {
     if (!qps().connect(q, remote.qpn[q], remote, options_.qp_settings, error)) return false;
   }
-  const PortAddress& address = nic().address();
+  const PortAddress& address = port().address();
   local->role = Role::Receiver;
   local->link_layer = address.link_layer;
   local->qp_count = remote.qp_count;
@@ -101,7 +101,7 @@ ncclResult_t VerbsRecvComm::irecv(int n, void** data, const size_t* sizes, const
   *request = nullptr;
   if (faulted()) return fault();
   if (n < 1 || n > kMaxRecvs) {
-    WEFT_WARN("%s: irecv of %d buffers (1..%d)", nic().name().c_str(), n, kMaxRecvs);
+    WEFT_WARN("%s: irecv of %d buffers (1..%d)", port().name().c_str(), n, kMaxRecvs);
     return ncclInvalidArgument;
   }
   for (int i = 0; i < n; ++i) {
@@ -110,7 +110,7 @@ ncclResult_t VerbsRecvComm::irecv(int n, void** data, const size_t* sizes, const
       WEFT_WARN(
           "%s: irecv buffer %d (%zu bytes) with mhandle %p, which is not a weft verbs "
           "registration",
-          nic().name().c_str(), i, sizes[i], mhandles[i]);
+          port().name().c_str(), i, sizes[i], mhandles[i]);
       return ncclInvalidArgument;
     }
   }
@@ -212,7 +212,7 @@ void VerbsRecvComm::on_data(const ibv_wc& wc) {
       fail(ncclRemoteError, error);
       return;
     case ImmKind::Truncated:
-      WEFT_WARN("%s: receive from %s: %s", nic().name().c_str(), peer_name().c_str(),
+      WEFT_WARN("%s: receive from %s: %s", port().name().c_str(), peer_name().c_str(),
                 error.c_str());
       req->result = ncclInvalidUsage;
       break;
@@ -231,7 +231,7 @@ void VerbsRecvComm::on_data(const ibv_wc& wc) {
         WEFT_WARN(
             "%s: receive %d of a group from %s: message truncated: %llu bytes sent to %zu "
             "posted",
-            nic().name().c_str(), i, peer_name().c_str(), static_cast<unsigned long long>(sent),
+            port().name().c_str(), i, peer_name().c_str(), static_cast<unsigned long long>(sent),
             req->posted[i]);
         req->result = ncclInvalidUsage;
         break;
@@ -277,8 +277,8 @@ ncclResult_t VerbsRecvComm::iflush(int n, void** data, const int* sizes, void** 
   if (last < 0 || options_.flush == FlushMethod::None) return ncclSuccess;  // nothing to flush
   if (options_.flush == FlushMethod::Cuda) {
     std::string error;
-    if (!nic().cuda()->flush_rdma_writes(&error)) {
-      WEFT_WARN("%s: %s", nic().name().c_str(), error.c_str());
+    if (!port().cuda()->flush_rdma_writes(&error)) {
+      WEFT_WARN("%s: %s", port().name().c_str(), error.c_str());
       return ncclUnhandledCudaError;
     }
     return ncclSuccess;

@@ -41,7 +41,7 @@ bool VerbsSendComm::prepare(std::string* error) {
                      " queue pairs, " + std::to_string(options_.qp_count) + " asked for";
           return false;
         }
-        if (remote.link_layer != nic().address().link_layer) {
+        if (remote.link_layer != port().address().link_layer) {
           *failure = "the peer's port is " +
                      std::string(remote.link_layer == LinkLayer::Ethernet ? "RoCE" : "InfiniBand") +
                      ", this one is not: check WEFT_IB_HCA on both nodes";
@@ -52,7 +52,7 @@ bool VerbsSendComm::prepare(std::string* error) {
         if (remote.ece && options_.qp_settings.ece) {
           std::string why;
           if (!qps().set_ece(remote.ece_vendor_id, remote.ece_options, &why)) {
-            WEFT_INFO(NCCL_NET, "%s: connection to %s without ECE: %s", nic().name().c_str(),
+            WEFT_INFO(NCCL_NET, "%s: connection to %s without ECE: %s", port().name().c_str(),
                       peer_name().c_str(), why.c_str());
           }
         }
@@ -66,7 +66,7 @@ bool VerbsSendComm::prepare(std::string* error) {
 
 ConnectionInfo VerbsSendComm::local_info() const {
   auto& self = const_cast<VerbsSendComm&>(*this);
-  const PortAddress& address = self.nic().address();
+  const PortAddress& address = self.port().address();
   ConnectionInfo info;
   info.role = Role::Sender;
   info.link_layer = address.link_layer;
@@ -96,7 +96,7 @@ ncclResult_t VerbsSendComm::isend(void* data, size_t size, int tag, void* mhandl
   auto* region = static_cast<MemoryHandle*>(mhandle);
   if (size > 0 && (region == nullptr || region->magic != MemoryHandle::kMagic)) {
     WEFT_WARN("%s: isend of %zu bytes with mhandle %p, which is not a weft verbs registration",
-              nic().name().c_str(), size, mhandle);
+              port().name().c_str(), size, mhandle);
     return ncclInvalidArgument;
   }
   const int s = fifo_slot(sequence_);
@@ -147,7 +147,7 @@ ncclResult_t VerbsSendComm::isend(void* data, size_t size, int tag, void* mhandl
     WEFT_WARN(
         "%s: isend of %zu bytes to %s, whose receive was posted with %llu: message "
         "truncated, nothing sent",
-        nic().name().c_str(), size, peer_name().c_str(),
+        port().name().c_str(), size, peer_name().c_str(),
         static_cast<unsigned long long>(slot.entries[match].size));
     req->result = ncclInvalidUsage;
   }

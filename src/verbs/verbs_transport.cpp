@@ -25,23 +25,25 @@ std::string joined(const std::vector<std::string>& notes) {
 }  // namespace
 
 VerbsTransport::VerbsTransport(const Params& params, DiscoveredPorts ports)
-    : params_(params), ibverbs_(ports.nics.front()->ibverbs()), cuda_(ports.nics.front()->cuda()) {
+    : params_(params),
+      ibverbs_(ports.ports.front()->ibverbs()),
+      cuda_(ports.ports.front()->cuda()) {
   // One line per port, however the transport was chosen (auto or verbs).
-  for (size_t i = 0; i < ports.nics.size(); ++i) {
-    const Nic& nic = *ports.nics[i];
-    const DeviceProperties& props = nic.properties();
+  for (size_t i = 0; i < ports.ports.size(); ++i) {
+    const OpenPort& opened = *ports.ports[i];
+    const DeviceProperties& props = opened.properties();
     auto port = std::make_unique<Port>();
-    port->options = nic.options();
+    port->id = opened.id();
     port->properties = props;
-    port->link_layer = nic.address().link_layer;
+    port->link_layer = opened.address().link_layer;
     ports_.push_back(std::move(port));
     WEFT_INFO(NCCL_INIT, "NIC %zu: %s port %d, %s, GID index %d (%s), %d Mbps, %s%s", i,
               props.name.c_str(), props.port,
-              nic.address().link_layer == LinkLayer::Ethernet ? "RoCE" : "InfiniBand",
-              nic.address().gid_index, gid_text(nic.address().gid).c_str(), props.speed_mbps,
-              nic.gpu_memory() ? "GPU memory" : "host memory only: ",
-              nic.gpu_memory() ? (nic.dmabuf() ? " (dma-buf)" : " (peer memory)")
-                               : nic.gpu_off_reason().c_str());
+              opened.address().link_layer == LinkLayer::Ethernet ? "RoCE" : "InfiniBand",
+              opened.address().gid_index, gid_text(opened.address().gid).c_str(), props.speed_mbps,
+              opened.gpu_memory() ? "GPU memory" : "host memory only: ",
+              opened.gpu_memory() ? (opened.dmabuf() ? " (dma-buf)" : " (peer memory)")
+                                  : opened.gpu_off_reason().c_str());
   }
   // `ports` closes each port's context here; comms reopen them.
 }
@@ -58,7 +60,7 @@ ncclResult_t VerbsTransport::create(const Params& params, std::unique_ptr<Transp
     WEFT_WARN("verbs transport unavailable: %s", reason.c_str());
     return ncclSystemError;
   }
-  if (ports.nics.empty()) {
+  if (ports.ports.empty()) {
     WEFT_WARN(
         "verbs transport: no usable port (%s); check `ibv_devinfo`, WEFT_IB_HCA / "
         "NCCL_IB_HCA, or use WEFT_TRANSPORT=ofi",
@@ -81,18 +83,18 @@ ncclResult_t VerbsTransport::properties(int dev, DeviceProperties* props) const 
   return ncclSuccess;
 }
 
-ncclResult_t VerbsTransport::nic_for(int dev, const char* caller, std::shared_ptr<Nic>* out) {
+ncclResult_t VerbsTransport::port_for(int dev, const char* caller, std::shared_ptr<OpenPort>* out) {
   if (!valid_device(dev, caller)) return ncclInvalidArgument;
   Port& port = *ports_[static_cast<size_t>(dev)];
-  auto open = [&](std::shared_ptr<Nic>* opened) {
+  auto open = [&](std::shared_ptr<OpenPort>* opened) {
     std::string why;
-    *opened = Nic::open(ibverbs_, port.options, params_, cuda_, &why);
+    *opened = OpenPort::open(ibverbs_, port.id, params_, cuda_, &why);
     if (*opened) return ncclSuccess;
     WEFT_WARN("%s on %s: cannot open the device: %s", caller, port.properties.name.c_str(),
               why.c_str());
     return ncclSystemError;
   };
-  return port.nic.get([](const Nic&) { return true; }, open, out);
+  return port.open.get([](const OpenPort&) { return true; }, open, out);
 }
 
 uint32_t VerbsTransport::fingerprint(const Port& port) const {
@@ -114,19 +116,19 @@ QpSettings VerbsTransport::qp_settings(const CommConfig* config) const {
 
 ncclResult_t VerbsTransport::listen(int dev, void* handle, ListenComm** listen_comm) {
   *listen_comm = nullptr;
-  std::shared_ptr<Nic> nic;
-  if (ncclResult_t result = nic_for(dev, "listen", &nic); result != ncclSuccess) return result;
+  std::shared_ptr<OpenPort> port;
+  if (ncclResult_t result = port_for(dev, "listen", &port); result != ncclSuccess) return result;
   SocketAddress local;
   std::string ifname;
   std::string error;
   if (!pick_local_address(params_.socket_ifname, AF_UNSPEC, &local, &ifname, &error)) {
-    WEFT_WARN("%s: no interface for the connection side channel: %s", nic->name().c_str(),
+    WEFT_WARN("%s: no interface for the connection side channel: %s", port->name().c_str(),
               error.c_str());
     return ncclSystemError;
   }
   std::unique_ptr<TcpListener> listener = TcpListener::open(local, &error);
   if (!listener) {
-    WEFT_WARN("%s: cannot listen on %s: %s", nic->name().c_str(), local.text().c_str(),
+    WEFT_WARN("%s: cannot listen on %s: %s", port->name().c_str(), local.text().c_str(),
               error.c_str());
     return ncclSystemError;
   }
@@ -144,9 +146,9 @@ ncclResult_t VerbsTransport::listen(int dev, void* handle, ListenComm** listen_c
   // Every verbs port reads through a loopback queue pair; cuda is taken as
   // asked (iflush names a driver without cuFlushGPUDirectRDMAWrites).
   options.flush = choose_flush(params_.gdr_flush, true, true);
-  WEFT_INFO(NCCL_NET, "%s: listening on %s (%s)", nic->name().c_str(),
+  WEFT_INFO(NCCL_NET, "%s: listening on %s (%s)", port->name().c_str(),
             listener->address().text().c_str(), ifname.c_str());
-  *listen_comm = new VerbsListenComm(std::move(nic), std::move(listener), listen_id, options,
+  *listen_comm = new VerbsListenComm(std::move(port), std::move(listener), listen_id, options,
                                      static_cast<int>(params_.connect_timeout_ms));
   return ncclSuccess;
 }
@@ -154,25 +156,25 @@ ncclResult_t VerbsTransport::listen(int dev, void* handle, ListenComm** listen_c
 ncclResult_t VerbsTransport::connect(int dev, const CommConfig& config, void* handle,
                                      SendComm** send_comm) {
   *send_comm = nullptr;
-  std::shared_ptr<Nic> nic;
-  if (ncclResult_t result = nic_for(dev, "connect", &nic); result != ncclSuccess) return result;
+  std::shared_ptr<OpenPort> port;
+  if (ncclResult_t result = port_for(dev, "connect", &port); result != ncclSuccess) return result;
   const uint32_t expected = fingerprint(*ports_[static_cast<size_t>(dev)]);
   auto check = [&](const ListenHandle& decoded) {
     if (decoded.fingerprint == expected) return ncclSuccess;
     WEFT_WARN(
         "connect on %s: the peer listens on a %s port, this one is %s; select matching "
         "ports with WEFT_IB_HCA / NCCL_IB_HCA",
-        nic->name().c_str(),
+        port->name().c_str(),
         (decoded.fingerprint & 0xff) == static_cast<uint32_t>(LinkLayer::Ethernet) ? "RoCE"
                                                                                    : "InfiniBand",
-        nic->address().link_layer == LinkLayer::Ethernet ? "RoCE" : "InfiniBand");
+        port->address().link_layer == LinkLayer::Ethernet ? "RoCE" : "InfiniBand");
     return ncclInvalidUsage;
   };
   auto build = [&](const ListenHandle& decoded, std::unique_ptr<VerbsSendComm>* out) {
     std::string error;
     SocketAddress peer;
     if (!SocketAddress::unpack(decoded.payload, decoded.payload_size, &peer, &error)) {
-      WEFT_WARN("connect on %s: bad side-channel address in the handle: %s", nic->name().c_str(),
+      WEFT_WARN("connect on %s: bad side-channel address in the handle: %s", port->name().c_str(),
                 error.c_str());
       return ncclInvalidArgument;
     }
@@ -180,26 +182,26 @@ ncclResult_t VerbsTransport::connect(int dev, const CommConfig& config, void* ha
     options.qp_count = static_cast<int>(params_.ib_qps_per_connection);
     options.split_data = params_.ib_split_data_on_qps;
     options.adaptive_routing = params_.ib_adaptive_routing < 0
-                                   ? nic->address().link_layer == LinkLayer::InfiniBand
+                                   ? port->address().link_layer == LinkLayer::InfiniBand
                                    : params_.ib_adaptive_routing == 1;
     options.ar_threshold = static_cast<size_t>(params_.ib_ar_threshold);
     options.use_inline = params_.ib_use_inline;
     options.qp_settings = qp_settings(&config);
     ConnectionSetup setup;
-    setup.nic = nic;
+    setup.port = port;
     setup.peer_name = peer.text();
     if (!TcpStream::connect(peer, &setup.stream, &error)) {
-      WEFT_WARN("connect on %s: %s", nic->name().c_str(), error.c_str());
+      WEFT_WARN("connect on %s: %s", port->name().c_str(), error.c_str());
       return ncclRemoteError;
     }
     QpCapacity capacity{static_cast<uint32_t>(kFifoSlots * (kMaxRecvs + 2) + 4), 4, 256};
-    if (!setup.qps.create(*nic, options.qp_count, capacity, &error)) {
-      WEFT_WARN("connect on %s: %s", nic->name().c_str(), error.c_str());
+    if (!setup.qps.create(*port, options.qp_count, capacity, &error)) {
+      WEFT_WARN("connect on %s: %s", port->name().c_str(), error.c_str());
       return ncclSystemError;
     }
     auto comm = std::make_unique<VerbsSendComm>(std::move(setup), options, decoded.listen_id);
     if (!comm->prepare(&error)) {
-      WEFT_WARN("connect on %s: %s", nic->name().c_str(), error.c_str());
+      WEFT_WARN("connect on %s: %s", port->name().c_str(), error.c_str());
       return ncclSystemError;
     }
     comm->connect_deadline =
@@ -211,13 +213,13 @@ ncclResult_t VerbsTransport::connect(int dev, const CommConfig& config, void* ha
     std::string error;
     switch (comm.advance_setup(&error)) {
       case SetupProgress::Failed:
-        WEFT_WARN("connect on %s to %s failed: %s", nic->name().c_str(), comm.peer_name().c_str(),
+        WEFT_WARN("connect on %s to %s failed: %s", port->name().c_str(), comm.peer_name().c_str(),
                   error.c_str());
         return ncclRemoteError;
       case SetupProgress::Pending:
         if (std::chrono::steady_clock::now() >= comm.connect_deadline) {
           WEFT_WARN("connect on %s to %s: no answer within WEFT_CONNECT_TIMEOUT_MS=%lld ms",
-                    nic->name().c_str(), comm.peer_name().c_str(),
+                    port->name().c_str(), comm.peer_name().c_str(),
                     static_cast<long long>(params_.connect_timeout_ms));
           return ncclRemoteError;
         }
@@ -228,7 +230,7 @@ ncclResult_t VerbsTransport::connect(int dev, const CommConfig& config, void* ha
     }
     return ncclInternalError;
   };
-  return resume_connect(pending_, TransportId::Verbs, nic->name(), handle, check, build, step,
+  return resume_connect(pending_, TransportId::Verbs, port->name(), handle, check, build, step,
                         send_comm);
 }
 

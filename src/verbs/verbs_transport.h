@@ -35,19 +35,19 @@ class VerbsTransport final : public Transport {
                        SendComm** send_comm) override;
 
  private:
-  // A port as discovered. Its Nic (context, PD, MR cache) is opened by the
+  // A port as discovered. Its OpenPort (context, PD, MR cache) is opened by the
   // first comm and held only by comms: NCCL v6..v10 unload the plugin
   // without finalize, so whatever the transport held would stay open.
   struct Port {
-    NicOptions options;
+    PortId id;
     DeviceProperties properties;
     LinkLayer link_layer = LinkLayer::InfiniBand;
-    HeldByComms<Nic> nic;
+    HeldByComms<OpenPort> open;
   };
 
   bool valid_device(int dev, const char* caller) const;
-  // The open Nic of `dev`, opening it when no comm holds one.
-  ncclResult_t nic_for(int dev, const char* caller, std::shared_ptr<Nic>* out);
+  // The open OpenPort of `dev`, opening it when no comm holds one.
+  ncclResult_t port_for(int dev, const char* caller, std::shared_ptr<OpenPort>* out);
   QpSettings qp_settings(const CommConfig* config) const;
   uint32_t fingerprint(const Port& port) const;
 

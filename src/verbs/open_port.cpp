@@ -1,4 +1,4 @@
-#include "verbs/nic.h"
+#include "verbs/open_port.h"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -94,17 +94,17 @@ int dealloc_nothing(ibv_pd*) {
 
 }  // namespace
 
-Nic::Nic(std::shared_ptr<const Ibverbs> ibverbs, const NicOptions& options)
+OpenPort::OpenPort(std::shared_ptr<const Ibverbs> ibverbs, const PortId& id)
     : ibverbs_(std::move(ibverbs)),
-      options_(options),
+      id_(id),
       context_(nullptr, destroy_nothing),
       pd_(nullptr, dealloc_nothing),
       cache_(std::make_unique<MrCache<ibv_mr*>>(true, 65536)) {}
 
-std::unique_ptr<Nic> Nic::open(std::shared_ptr<const Ibverbs> ibverbs, const NicOptions& options,
-                               const Params& params, const cuda::Driver* cuda,
-                               std::string* reason) {
-  std::unique_ptr<Nic> nic(new Nic(ibverbs, options));
+std::unique_ptr<OpenPort> OpenPort::open(std::shared_ptr<const Ibverbs> ibverbs, const PortId& id,
+                                         const Params& params, const cuda::Driver* cuda,
+                                         std::string* reason) {
+  std::unique_ptr<OpenPort> port(new OpenPort(ibverbs, id));
   const IbverbsApi& api = ibverbs->api();
   int count = 0;
   ibv_device** list = api.get_device_list(&count);
@@ -114,10 +114,10 @@ std::unique_ptr<Nic> Nic::open(std::shared_ptr<const Ibverbs> ibverbs, const Nic
   }
   ibv_device* device = nullptr;
   for (int d = 0; d < count && device == nullptr; ++d) {
-    if (options.device_name == api.get_device_name(list[d])) device = list[d];
+    if (id.device_name == api.get_device_name(list[d])) device = list[d];
   }
   if (device != nullptr) {
-    nic->context_ = VerbsPtr<ibv_context>(api.open_device(device), api.close_device);
+    port->context_ = VerbsPtr<ibv_context>(api.open_device(device), api.close_device);
   }
   const int open_errno = errno;
   api.free_device_list(list);
@@ -125,32 +125,32 @@ std::unique_ptr<Nic> Nic::open(std::shared_ptr<const Ibverbs> ibverbs, const Nic
     *reason = "the device is gone (not in ibv_get_device_list any more)";
     return nullptr;
   }
-  if (!nic->context_) {
+  if (!port->context_) {
     *reason = "ibv_open_device failed: " + std::string(std::strerror(open_errno));
     return nullptr;
   }
-  nic->pd_ = VerbsPtr<ibv_pd>(api.alloc_pd(nic->context_.get()), api.dealloc_pd);
-  if (!nic->pd_) {
+  port->pd_ = VerbsPtr<ibv_pd>(api.alloc_pd(port->context_.get()), api.dealloc_pd);
+  if (!port->pd_) {
     *reason = "ibv_alloc_pd failed: " + std::string(std::strerror(errno));
     return nullptr;
   }
-  nic->cache_ = std::make_unique<MrCache<ibv_mr*>>(
+  port->cache_ = std::make_unique<MrCache<ibv_mr*>>(
       params.mr_cache, static_cast<size_t>(params.mr_cache_max_entries));
-  nic->cuda_ = cuda;
-  if (!nic->query(params, reason)) return nullptr;
-  nic->probe_gpu(params);
-  int fd = nic->context()->async_fd;
+  port->cuda_ = cuda;
+  if (!port->query(params, reason)) return nullptr;
+  port->probe_gpu(params);
+  int fd = port->context()->async_fd;
   int flags = fcntl(fd, F_GETFL);
   if (flags < 0 || fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0) {
     *reason = "cannot make the async event fd non-blocking: " + std::string(std::strerror(errno));
     return nullptr;
   }
-  return nic;
+  return port;
 }
 
-Nic::~Nic() = default;
+OpenPort::~OpenPort() = default;
 
-bool Nic::query(const Params& params, std::string* reason) {
+bool OpenPort::query(const Params& params, std::string* reason) {
   const IbverbsApi& api = this->api();
   if (api.query_device(context(), &device_attr_) != 0) {
     *reason = "ibv_query_device failed: " + std::string(std::strerror(errno));
@@ -218,7 +218,7 @@ bool Nic::query(const Params& params, std::string* reason) {
     }
   }
 
-  properties_.name = options_.nccl_name;
+  properties_.name = id_.nccl_name;
   properties_.pci_path = sysfs::realpath_of(ibdev_path + "/device");
   uint64_t guid = 0;
   for (int i = 0; i < 8; ++i) {
@@ -241,11 +241,11 @@ bool Nic::query(const Params& params, std::string* reason) {
   return true;
 }
 
-int Nic::port_number() const {
-  return options_.port;
+int OpenPort::port_number() const {
+  return id_.port;
 }
 
-void Nic::probe_gpu(const Params& params) {
+void OpenPort::probe_gpu(const Params& params) {
   if (cuda_ == nullptr) {
     gpu_off_reason_ = params.gpu == "off" ? "WEFT_GPU=off" : "no usable CUDA driver";
     return;
@@ -279,8 +279,8 @@ void Nic::probe_gpu(const Params& params) {
   use_dmabuf_ = dmabuf && params.dmabuf;
 }
 
-ibv_mr* Nic::register_region(void* data, size_t size, int dmabuf_fd, uint64_t offset,
-                             std::string* error) {
+ibv_mr* OpenPort::register_region(void* data, size_t size, int dmabuf_fd, uint64_t offset,
+                                  std::string* error) {
   const IbverbsApi& api = this->api();
   int access = kRemoteAccess;
   ibv_mr* mr = nullptr;
@@ -300,8 +300,8 @@ ibv_mr* Nic::register_region(void* data, size_t size, int dmabuf_fd, uint64_t of
   return mr;
 }
 
-ncclResult_t Nic::register_memory(void* data, size_t size, int type, int dmabuf_fd,
-                                  uint64_t dmabuf_offset, MemoryHandle** out) {
+ncclResult_t OpenPort::register_memory(void* data, size_t size, int type, int dmabuf_fd,
+                                       uint64_t dmabuf_offset, MemoryHandle** out) {
   *out = nullptr;
   const char* kind = type == NCCL_PTR_CUDA ? "GPU" : "host";
   BufferClass buffer;
@@ -370,7 +370,7 @@ ncclResult_t Nic::register_memory(void* data, size_t size, int type, int dmabuf_
   return ncclSuccess;
 }
 
-ncclResult_t Nic::deregister_memory(MemoryHandle* handle) {
+ncclResult_t OpenPort::deregister_memory(MemoryHandle* handle) {
   if (handle == nullptr || handle->magic != MemoryHandle::kMagic) {
     WEFT_WARN("%s: deregMr of %p, which is not a weft verbs registration", name().c_str(),
               static_cast<void*>(handle));
@@ -391,12 +391,12 @@ ncclResult_t Nic::deregister_memory(MemoryHandle* handle) {
   return ncclSuccess;
 }
 
-std::string Nic::failure_text() const {
+std::string OpenPort::failure_text() const {
   std::lock_guard<std::mutex> lock(failure_mutex_);
   return failure_text_;
 }
 
-void Nic::record_failure(const std::string& text) {
+void OpenPort::record_failure(const std::string& text) {
   {
     std::lock_guard<std::mutex> lock(failure_mutex_);
     failure_text_ = text;
@@ -405,7 +405,7 @@ void Nic::record_failure(const std::string& text) {
   WEFT_WARN("%s: %s; its connections fail", name().c_str(), text.c_str());
 }
 
-void Nic::poll_async_events() {
+void OpenPort::poll_async_events() {
   std::unique_lock<std::mutex> lock(async_mutex_, std::try_to_lock);
   if (!lock.owns_lock()) return;
   pollfd fd{context()->async_fd, POLLIN, 0};
@@ -417,7 +417,7 @@ void Nic::poll_async_events() {
   }
 }
 
-void Nic::handle_async_event(const ibv_async_event& event) {
+void OpenPort::handle_async_event(const ibv_async_event& event) {
   const char* what = api().event_type_str(event.event_type);
   switch (event.event_type) {
     case IBV_EVENT_PORT_ERR:

@@ -46,30 +46,30 @@ struct MemoryHandle {
   void* cache_entry = nullptr;  // MrCache<ibv_mr*>::Entry
 };
 
-struct NicOptions {
+struct PortId {
   std::string device_name;  // ibv device name
   int port = 1;
   std::string nccl_name;  // unique name reported to NCCL
 };
 
-class Nic {
+class OpenPort {
  public:
-  // Opens port `options.port` of the device named `options.device_name`
+  // Opens port `id.port` of the device named `id.device_name`
   // and fills the properties. On failure nullptr and the reason in *reason.
-  static std::unique_ptr<Nic> open(std::shared_ptr<const Ibverbs> ibverbs,
-                                   const NicOptions& options, const Params& params,
-                                   const cuda::Driver* cuda, std::string* reason);
-  ~Nic();
-  Nic(const Nic&) = delete;
-  Nic& operator=(const Nic&) = delete;
+  static std::unique_ptr<OpenPort> open(std::shared_ptr<const Ibverbs> ibverbs, const PortId& id,
+                                        const Params& params, const cuda::Driver* cuda,
+                                        std::string* reason);
+  ~OpenPort();
+  OpenPort(const OpenPort&) = delete;
+  OpenPort& operator=(const OpenPort&) = delete;
 
   const IbverbsApi& api() const { return ibverbs_->api(); }
   const std::shared_ptr<const Ibverbs>& ibverbs() const { return ibverbs_; }
-  const NicOptions& options() const { return options_; }
+  const PortId& id() const { return id_; }
   ibv_context* context() const { return context_.get(); }
   ibv_pd* pd() const { return pd_.get(); }
   int port_number() const;
-  const std::string& name() const { return options_.nccl_name; }
+  const std::string& name() const { return id_.nccl_name; }
   const DeviceProperties& properties() const { return properties_; }
   const PortAddress& address() const { return address_; }
   const ibv_device_attr& device_attr() const { return device_attr_; }
@@ -95,7 +95,7 @@ class Nic {
   std::string failure_text() const;
 
  private:
-  Nic(std::shared_ptr<const Ibverbs> ibverbs, const NicOptions& options);
+  OpenPort(std::shared_ptr<const Ibverbs> ibverbs, const PortId& id);
   bool query(const Params& params, std::string* reason);
   void probe_gpu(const Params& params);
   ibv_mr* register_region(void* data, size_t size, int dmabuf_fd, uint64_t offset,
@@ -104,7 +104,7 @@ class Nic {
   void record_failure(const std::string& text);
 
   std::shared_ptr<const Ibverbs> ibverbs_;
-  NicOptions options_;
+  PortId id_;
   VerbsPtr<ibv_context> context_;
   VerbsPtr<ibv_pd> pd_;
   ibv_device_attr device_attr_{};
