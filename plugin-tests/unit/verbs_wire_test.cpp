@@ -150,7 +150,7 @@ TEST_CASE("connection info: each malformed field is refused by name", "[unit][ve
 }
 
 TEST_CASE("clear-to-send groups: ready only when complete and consistent", "[unit][verbs_wire]") {
-  CtsEntry fifo[weft::kMaxRecvs] = {};
+  FifoEntry fifo[weft::kMaxRecvs] = {};
   const uint32_t sequence = 41;
   int count = 0;
   std::string error;
@@ -158,7 +158,7 @@ TEST_CASE("clear-to-send groups: ready only when complete and consistent", "[uni
   CHECK(check_cts_group(fifo, sequence, &count, &error) == CtsState::NotYet);
   CHECK(check_cts_group(fifo, 0, &count, &error) == CtsState::NotYet);
   for (int i = 0; i < 3; ++i) {
-    fifo[i] = CtsEntry{0x1000u * (i + 1),       4096, 7, 10 + i, cts_sequence(sequence), 3,
+    fifo[i] = FifoEntry{0x1000u * (i + 1),       4096, 7, 10 + i, cts_sequence(sequence), 3,
                        static_cast<uint8_t>(i), 0};
   }
   fifo[2].sequence = cts_sequence(sequence - 32);  // the last entry still old

@@ -139,10 +139,10 @@ ncclResult_t VerbsRecvComm::irecv(int n, void** data, const size_t* sizes, const
     int rc = ibv_post_recv(qps().qp((first + k) % qp_count), &wr, &bad);
     if (rc != 0) return fail(ncclSystemError, std::string("ibv_post_recv failed: ") + strerror(rc));
   }
-  CtsEntry* group = control_->cts[s];
+  FifoEntry* group = control_->cts[s];
   for (int i = 0; i < n; ++i) {
     auto* region = static_cast<MemoryHandle*>(mhandles[i]);
-    group[i] = CtsEntry{reinterpret_cast<uint64_t>(data[i]),
+    group[i] = FifoEntry{reinterpret_cast<uint64_t>(data[i]),
                         sizes[i],
                         region != nullptr ? region->rkey : 0,
                         tags[i],
@@ -151,7 +151,7 @@ ncclResult_t VerbsRecvComm::irecv(int n, void** data, const size_t* sizes, const
                         static_cast<uint8_t>(i),
                         0};
   }
-  ibv_sge sge{reinterpret_cast<uint64_t>(group), static_cast<uint32_t>(n * sizeof(CtsEntry)),
+  ibv_sge sge{reinterpret_cast<uint64_t>(group), static_cast<uint32_t>(n * sizeof(FifoEntry)),
               control_region_->lkey};
   ibv_send_wr wr{};
   wr.wr_id = wr_id(WrKind::Cts, static_cast<uint32_t>(s));
@@ -159,7 +159,7 @@ ncclResult_t VerbsRecvComm::irecv(int n, void** data, const size_t* sizes, const
   wr.num_sge = 1;
   wr.opcode = IBV_WR_RDMA_WRITE;
   wr.wr.rdma.remote_addr =
-      remote_.fifo_address + static_cast<uint64_t>(s) * kMaxRecvs * sizeof(CtsEntry);
+      remote_.fifo_address + static_cast<uint64_t>(s) * kMaxRecvs * sizeof(FifoEntry);
   wr.wr.rdma.rkey = remote_.fifo_rkey;
   if (sge.length <= qps().capacity().inline_bytes) wr.send_flags = IBV_SEND_INLINE;
   // Unsignaled writes hold their send-queue entries until a later signaled

@@ -37,7 +37,7 @@ class VerbsRecvComm final : public CommBase<RecvComm> {
  private:
   struct Control {
     uint64_t sizes[kFifoSlots][kMaxRecvs];  // the sender writes these for groups
-    CtsEntry cts[kFifoSlots][kMaxRecvs];    // staged clear-to-send groups
+    FifoEntry cts[kFifoSlots][kMaxRecvs];    // staged clear-to-send groups
     uint8_t flush_target[64];
   };
   struct Slot {

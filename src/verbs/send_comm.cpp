@@ -112,7 +112,7 @@ ncclResult_t VerbsSendComm::isend(void* data, size_t size, int tag, void* mhandl
       case CtsState::Ready:
         break;
     }
-    const volatile CtsEntry* entries = control_->fifo[s];
+    const volatile FifoEntry* entries = control_->fifo[s];
     for (int i = 0; i < count; ++i) {
       slot.entries[i].address = entries[i].address;
       slot.entries[i].size = entries[i].size;

@@ -40,7 +40,7 @@ class VerbsSendComm final : public CommBase<SendComm> {
 
  private:
   struct Control {
-    CtsEntry fifo[kFifoSlots][kMaxRecvs];
+    FifoEntry fifo[kFifoSlots][kMaxRecvs];
     uint64_t sizes[kFifoSlots][kMaxRecvs];  // staged for the sizes write
   };
   struct Item {
@@ -55,7 +55,7 @@ class VerbsSendComm final : public CommBase<SendComm> {
     int taken = 0;
     uint32_t taken_mask = 0;
     int pending = 0;  // queue pairs whose last write has not completed
-    CtsEntry entries[kMaxRecvs] = {};
+    FifoEntry entries[kMaxRecvs] = {};
     Item items[kMaxRecvs];
   };
 

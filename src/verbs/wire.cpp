@@ -144,7 +144,7 @@ bool decode_connection_info(const uint8_t* in, size_t size, Role expected, Conne
   return true;
 }
 
-CtsState check_cts_group(const volatile CtsEntry* entries, uint32_t sequence, int* count,
+CtsState check_cts_group(const volatile FifoEntry* entries, uint32_t sequence, int* count,
                          std::string* error) {
   const uint32_t expected = cts_sequence(sequence);
   if (entries[0].sequence != expected) return CtsState::NotYet;
@@ -155,7 +155,7 @@ CtsState check_cts_group(const volatile CtsEntry* entries, uint32_t sequence, in
     return CtsState::Invalid;
   }
   for (int i = 0; i < first_count; ++i) {
-    const volatile CtsEntry& entry = entries[i];
+    const volatile FifoEntry& entry = entries[i];
     if (entry.sequence != expected) return CtsState::NotYet;  // still being written
     const std::string where =
         "clear-to-send entry " + std::to_string(i) + " of receive " + std::to_string(sequence);

@@ -3,7 +3,7 @@
 // - ConnectionInfo, once per direction over the TCP side channel: queue pair
 //   numbers, the port's address (LID, GID), MTU and the FIFO the peer writes
 //   into (the sender's clear-to-send FIFO, the receiver's sizes FIFO).
-// - CtsEntry, written by the receiver with an RDMA write into the sender's
+// - FifoEntry, written by the receiver with an RDMA write into the sender's
 //   FIFO: one per receive of a group, naming the buffer, its size and tag.
 // - The immediate of the last write of a message: the size of a single
 //   receive, or a marker that the sizes are in the receiver's sizes FIFO.
@@ -57,7 +57,7 @@ bool decode_connection_info(const uint8_t* bytes, size_t size, Role expected, Co
 
 // One receive of a group, as the sender finds it in its FIFO. The layout is
 // the bytes the receiver's NIC writes, so it is fixed here.
-struct CtsEntry {
+struct FifoEntry {
   uint64_t address;
   uint64_t size;  // posted size
   uint32_t rkey;
@@ -67,7 +67,7 @@ struct CtsEntry {
   uint8_t index;      // this entry's place in the group
   uint16_t reserved;  // 0
 };
-static_assert(sizeof(CtsEntry) == 32, "CtsEntry is wire format");
+static_assert(sizeof(FifoEntry) == 32, "FifoEntry is wire format");
 
 // The FIFO slot of a sequence number.
 constexpr int fifo_slot(uint32_t sequence) {
@@ -82,7 +82,7 @@ enum class CtsState { NotYet, Ready, Invalid };
 // Reads the group at `entries` (kMaxRecvs entries, possibly still being
 // written) for `sequence`: NotYet until every entry of the group arrived,
 // Invalid (with the reason) when an entry breaks a rule.
-CtsState check_cts_group(const volatile CtsEntry* entries, uint32_t sequence, int* count,
+CtsState check_cts_group(const volatile FifoEntry* entries, uint32_t sequence, int* count,
                          std::string* error);
 
 // The immediate of a message's last write.
