@@ -19,7 +19,7 @@
 #include "nccl/types.h"
 #include "ofi/completion.h"
 #include "ofi/fabric_ptr.h"
-#include "ofi/memory_region.h"
+#include "ofi/registration.h"
 #include "weft/transport.h"
 
 namespace weft::cuda {
