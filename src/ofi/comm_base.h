@@ -1,6 +1,7 @@
-// What send and receive comms share: the endpoint, the peer, memory
-// registration, error reporting and the close protocol (finish or cancel
-// what is in flight, or leave it to the endpoint).
+// What send and receive comms share: the endpoint, the peer, the rails,
+// memory registration and the close protocol (finish or cancel what is in
+// flight, or leave it to the endpoint). Messages go through the comm's
+// data path (tagged_*_path, rdma_*_path).
 #pragma once
 
 #include <rdma/fabric.h>
@@ -11,6 +12,7 @@
 
 #include "core/comm_close.h"
 #include "ofi/completion.h"
+#include "ofi/completion_failure.h"
 #include "ofi/endpoint.h"
 #include "ofi/memory_region.h"
 #include "weft/log.h"
@@ -33,14 +35,8 @@ struct CommSetup {
   size_t min_stripe = 131072;         // WEFT_MIN_STRIPE_SIZE
 };
 
-// Translates a failed completion into NCCL's error codes, logging the
-// operation, device, peer and the provider's text.
-ncclResult_t completion_failure(const char* operation, Endpoint& endpoint,
-                                const std::string& peer_name, int error, size_t overflow_length,
-                                size_t posted_size, const char* text);
-
 template <typename Interface>
-class CommBase : public Interface, public CompletionOwner {
+class CommBase : public Interface {
  public:
   explicit CommBase(CommSetup setup)
       : setup_(std::move(setup)), device_name_(setup_.endpoint->device_name()) {}
@@ -86,8 +82,6 @@ class CommBase : public Interface, public CompletionOwner {
     ncclResult_t first = deregister_memory(setup_.endpoint.get(), device_name_, mhandle);
     return first != ncclSuccess ? first : result;
   }
-  ncclResult_t progress() override { return poll_rails(); }
-
   void close() override { close_within(setup_.close_timeout_ms); }
 
   // Finishes or cancels what is in flight for up to `timeout_ms`, then

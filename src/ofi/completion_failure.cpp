@@ -1,9 +1,12 @@
+#include "ofi/completion_failure.h"
+
 #include <rdma/fi_errno.h>
 
 #include <cerrno>
 #include <string>
 
-#include "ofi/comm_base.h"
+#include "core/completion_target.h"
+#include "ofi/endpoint.h"
 #include "weft/log.h"
 
 namespace weft::ofi {

@@ -19,8 +19,10 @@
 #include "core/flush_method.h"
 #include "nccl/types.h"
 #include "ofi/completion.h"
+#include "ofi/completion_reorder.h"
 #include "ofi/fabric_ptr.h"
-#include "ofi/memory_region.h"
+#include "ofi/registration.h"
+#include "ofi/remote_write_target.h"
 #include "weft/transport.h"
 
 namespace weft::cuda {
@@ -28,17 +30,6 @@ class Driver;
 }
 
 namespace weft::ofi {
-
-// Where the immediate data of a peer's RDMA write into this process goes
-// (the RDMA protocol's receive side). Runs on whichever thread polls, under
-// the endpoint's I/O lock: it must not call back into the endpoint.
-class RemoteWriteTarget {
- public:
-  virtual void on_remote_write(uint32_t immediate, size_t length) = 0;
-
- protected:
-  ~RemoteWriteTarget() = default;
-};
 
 struct EndpointOptions {
   int cq_read_count = 16;
@@ -61,6 +52,11 @@ struct EndpointOptions {
   uint64_t max_message = 1ull << 32;  // maxP2pBytes
 };
 
+// Its member definitions live in one file per idea: endpoint.cpp (open,
+// close, ids, orphans), endpoint_operations.cpp (posting data operations),
+// endpoint_completions.cpp (reading and dispatching completions),
+// endpoint_registration.cpp (memory registration), endpoint_addresses.cpp
+// (peer addresses).
 class Endpoint final : public Poller, public OrphanKeeper {
  public:
   // Opens everything for `info` (one device). Logs and returns an error on
@@ -71,20 +67,8 @@ class Endpoint final : public Poller, public OrphanKeeper {
   Endpoint(const Endpoint&) = delete;
   Endpoint& operator=(const Endpoint&) = delete;
 
-  // Reads a batch of completions and dispatches them. Returns an error only
-  // when the completion queue itself fails.
-  ncclResult_t poll() override;
-
-  // Address vector entry for a peer's raw address; cached so reconnecting to
-  // the same peer does not grow the AV.
-  ncclResult_t insert_address(const uint8_t* address, size_t size, fi_addr_t* out);
-  std::string address_to_string(const uint8_t* address, size_t size) const;
-  // Cheap sanity check of a peer's address before the provider sees it.
-  bool plausible_peer_address(const uint8_t* address, size_t size, std::string* problem) const;
-
   // Ids for listeners and comms, unique on this endpoint, in 1..2^31-1.
   uint32_t next_id();
-
   // Keeps a closed comm whose operations could not be finished or cancelled
   // in time: its memory must stay valid until the endpoint stops producing
   // completions.
@@ -99,6 +83,10 @@ class Endpoint final : public Poller, public OrphanKeeper {
   ssize_t inject(const void* buffer, size_t size, fi_addr_t peer, uint64_t tag);
   ssize_t receive(void* buffer, size_t size, void* descriptor, uint64_t tag, OpContext* context);
   void cancel(OpContext* context);
+  // A tagged send of a header followed by the caller's data (two iovecs).
+  ssize_t send_with_header(const void* header, size_t header_size, void* header_descriptor,
+                           const void* data, size_t size, void* data_descriptor, fi_addr_t peer,
+                           uint64_t tag, OpContext* context);
   // RDMA protocol. A write carrying 4 bytes of immediate data to the peer.
   ssize_t write(const void* buffer, size_t size, void* descriptor, fi_addr_t peer,
                 uint64_t remote_address, uint64_t key, uint32_t immediate, OpContext* context);
@@ -106,16 +94,42 @@ class Endpoint final : public Poller, public OrphanKeeper {
   // (eager data into GPU buffers).
   ssize_t write_self(const void* buffer, size_t size, void* descriptor, const void* target,
                      const Registration& registration, OpContext* context);
-  // A tagged send of a header followed by the caller's data (two iovecs).
-  ssize_t send_with_header(const void* header, size_t header_size, void* header_descriptor,
-                           const void* data, size_t size, void* data_descriptor, fi_addr_t peer,
-                           uint64_t tag, OpContext* context);
+  // Reads a few bytes of `data` (inside `registration`) into host memory
+  // through the NIC, to this endpoint itself: the flush NCCL wants after the
+  // NIC wrote GPU memory.
+  ssize_t flush_read(const void* data, const Registration& registration, OpContext* context);
   // How a peer names `data` in a write: its virtual address, or its offset
   // in the registration when the provider does not use FI_MR_VIRT_ADDR.
   uint64_t remote_address(const void* data, const Registration& registration) const;
+
+  // Reads a batch of completions and dispatches them. Returns an error only
+  // when the completion queue itself fails.
+  ncclResult_t poll() override;
   // A slot for a receiver's immediates (1..65535, 0 when all are taken).
   uint16_t attach_write_target(RemoteWriteTarget* target);
   void detach_write_target(uint16_t index);
+
+  // Registers [start, start + length) as `source` describes (`data` is
+  // where NCCL's buffer begins, for dma-buf offsets). On failure returns the
+  // provider's negative error and the call that failed.
+  int register_region(void* start, size_t length, const MemorySource& source, const void* data,
+                      Registration* out, const char** failed_call);
+  int close_region(fid_mr* mr);
+  RegistrationCache& registration_cache() { return *registration_cache_; }
+  size_t page_size() const { return page_size_; }
+
+  // Address vector entry for a peer's raw address; cached so reconnecting to
+  // the same peer does not grow the AV.
+  ncclResult_t insert_address(const uint8_t* address, size_t size, fi_addr_t* out);
+  std::string address_to_string(const uint8_t* address, size_t size) const;
+  // Cheap sanity check of a peer's address before the provider sees it.
+  bool plausible_peer_address(const uint8_t* address, size_t size, std::string* problem) const;
+  const uint8_t* local_address() const { return local_address_; }
+  size_t local_address_size() const { return local_address_size_; }
+
+  // What was found or chosen when the endpoint opened.
+  const std::string& device_name() const { return device_name_; }
+  const std::string& provider_name() const { return provider_name_; }
   bool rdma() const { return rdma_; }
   // Whether the target's completion of a write reports its length (libfabric
   // 1.17's tcp;ofi_rxm reports 0): otherwise senders add a size notice.
@@ -125,29 +139,13 @@ class Endpoint final : public Poller, public OrphanKeeper {
   uint64_t max_message() const { return max_message_; }
   size_t max_write_size() const { return max_write_size_; }
   size_t iov_limit() const { return iov_limit_; }
-  // Registers [start, start + length) as `source` describes (`data` is
-  // where NCCL's buffer begins, for dma-buf offsets). On failure returns the
-  // provider's negative error and the call that failed.
-  int register_region(void* start, size_t length, const MemorySource& source, const void* data,
-                      Registration* out, const char** failed_call);
-  int close_region(fid_mr* mr);
-  RegistrationCache& registration_cache() { return *registration_cache_; }
-  size_t page_size() const { return page_size_; }
+  // Sends up to this size complete on return (fi_tinject), with no completion.
+  size_t inject_size() const { return inject_size_; }
   const cuda::Driver* cuda() const { return gpu_memory_ ? cuda_ : nullptr; }
   bool gpu_memory() const { return gpu_memory_; }
   bool dmabuf() const { return dmabuf_; }
   const std::string& gpu_off_reason() const { return gpu_off_reason_; }
   FlushMethod flush_method() const { return flush_; }
-  // Reads a few bytes of `data` (inside `registration`) into host memory
-  // through the NIC, to this endpoint itself: the flush NCCL wants after the
-  // NIC wrote GPU memory.
-  ssize_t flush_read(const void* data, const Registration& registration, OpContext* context);
-  const uint8_t* local_address() const { return local_address_; }
-  size_t local_address_size() const { return local_address_size_; }
-  const std::string& device_name() const { return device_name_; }
-  const std::string& provider_name() const { return provider_name_; }
-  // Sends up to this size complete on return (fi_tinject), with no completion.
-  size_t inject_size() const { return inject_size_; }
   // After a truncated or failed connection some providers cannot use the
   // connection again (tcp loses its place in the byte stream): new comms on
   // this device then get a fresh endpoint, and so a fresh connection.
@@ -155,13 +153,18 @@ class Endpoint final : public Poller, public OrphanKeeper {
   bool broken() const { return broken_.load(std::memory_order_relaxed); }
 
  private:
+  // The most completions one read takes.
+  static constexpr int kMaxBatch = 256;
+
   Endpoint() = default;
+  // Logs that `call` failed on this device.
+  ncclResult_t fail(const char* call, int rc) const;
   ncclResult_t open_flush_target();
-  void dispatch(const fi_cq_tagged_entry& entry);
   // Writes a few bytes to itself; false when the write or its completions fail.
   bool probe_writes(std::string* problem);
   // Delivers `count` fresh entries, or through the reordering window.
   void deliver(fi_cq_tagged_entry* entries, ssize_t count);
+  void dispatch(const fi_cq_tagged_entry& entry);
 
   FabricPtr<fid_fabric> fabric_;
   FabricPtr<fid_domain> domain_;
@@ -184,9 +187,7 @@ class Endpoint final : public Poller, public OrphanKeeper {
   size_t iov_limit_ = 1;
   std::vector<RemoteWriteTarget*> write_targets_;  // by immediate target index
   std::vector<uint16_t> free_write_targets_;
-  size_t reorder_window_ = 0;
-  uint64_t reorder_state_ = 1;
-  std::vector<fi_cq_tagged_entry> held_;
+  CompletionReorder reorder_;
   size_t page_size_ = 4096;
   // Target of flush reads, registered once; fi_addr of this endpoint.
   uint64_t flush_buffer_[8] = {};

@@ -4,34 +4,16 @@
 // HMEM interface and device, or from a dma-buf fd.
 #pragma once
 
-#include <rdma/fi_domain.h>
-
 #include <cstdint>
 #include <string>
 
-#include "core/buffer_class.h"
-#include "core/mr_cache.h"
 #include "nccl/types.h"
 #include "ofi/rails.h"
+#include "ofi/registration.h"
 
 namespace weft::ofi {
 
 class Endpoint;
-
-// One fi_mr, possibly shared by several handles through the cache.
-struct Registration {
-  fid_mr* mr = nullptr;
-  void* descriptor = nullptr;
-  uint64_t key = 0;     // remote key (fi_mr_key)
-  uintptr_t start = 0;  // first byte registered
-};
-using RegistrationCache = MrCache<Registration>;
-
-// What regMr/regMrDmaBuf were given, after classification.
-struct MemorySource : BufferClass {
-  int dmabuf_fd = -1;  // >= 0: register from this dma-buf (not kept)
-  uint64_t dmabuf_offset = 0;
-};
 
 // NCCL's mhandle.
 struct MemoryRegion {

@@ -6,7 +6,7 @@
 #include <cstdio>
 #include <cstring>
 
-#include "ofi/comm_base.h"
+#include "ofi/completion_failure.h"
 #include "ofi/memory_region.h"
 #include "ofi/tag_layout.h"
 #include "weft/log.h"
@@ -24,7 +24,7 @@ bool any_rail_without_write_lengths(const std::vector<Endpoint*>& rails) {
 
 }  // namespace
 
-RdmaRecvPath::RdmaRecvPath(std::vector<Endpoint*> rails, RdmaPeer peer, size_t eager_size,
+RdmaRecvPath::RdmaRecvPath(std::vector<Endpoint*> rails, PathPeer peer, size_t eager_size,
                            int bounce_count)
     : rails_(std::move(rails)),
       endpoint_(*rails_[0]),

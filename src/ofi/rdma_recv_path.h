@@ -15,16 +15,10 @@
 #include "core/request_pool.h"
 #include "ofi/completion.h"
 #include "ofi/endpoint.h"
+#include "ofi/path_peer.h"
 #include "ofi/rdma_wire.h"
 
 namespace weft::ofi {
-
-struct RdmaPeer {
-  fi_addr_t address = FI_ADDR_UNSPEC;
-  std::string name;
-  uint32_t remote_comm_id = 0;  // the peer comm's id, for tags
-  uint32_t local_comm_id = 0;
-};
 
 class RdmaRecvPath final : public CompletionOwner,
                            public CompletionTarget,
@@ -32,7 +26,7 @@ class RdmaRecvPath final : public CompletionOwner,
  public:
   // rails[0] carries clear-to-sends and eager messages; data writes may
   // arrive on any rail.
-  RdmaRecvPath(std::vector<Endpoint*> rails, RdmaPeer peer, size_t eager_size, int bounce_count);
+  RdmaRecvPath(std::vector<Endpoint*> rails, PathPeer peer, size_t eager_size, int bounce_count);
   ~RdmaRecvPath();
   RdmaRecvPath(const RdmaRecvPath&) = delete;
   RdmaRecvPath& operator=(const RdmaRecvPath&) = delete;
@@ -114,7 +108,7 @@ class RdmaRecvPath final : public CompletionOwner,
 
   std::vector<Endpoint*> rails_;
   Endpoint& endpoint_;  // rails_[0]
-  RdmaPeer peer_;
+  PathPeer peer_;
   size_t eager_size_;
   size_t bounce_stride_;
   uint16_t write_targets_[kMaxRails] = {};

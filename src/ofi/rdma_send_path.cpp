@@ -5,14 +5,14 @@
 #include <algorithm>
 #include <cstdio>
 
-#include "ofi/comm_base.h"
+#include "ofi/completion_failure.h"
 #include "ofi/memory_region.h"
 #include "ofi/tag_layout.h"
 #include "weft/log.h"
 
 namespace weft::ofi {
 
-RdmaSendPath::RdmaSendPath(std::vector<RdmaRail> rails, RdmaPeer peer, size_t eager_size,
+RdmaSendPath::RdmaSendPath(std::vector<RdmaRail> rails, PathPeer peer, size_t eager_size,
                            uint64_t max_message, bool size_notices, size_t min_stripe)
     : rails_(std::move(rails)),
       endpoint_(*rails_[0].endpoint),

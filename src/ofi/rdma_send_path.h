@@ -14,7 +14,7 @@
 #include "core/request_pool.h"
 #include "ofi/completion.h"
 #include "ofi/endpoint.h"
-#include "ofi/rdma_recv_path.h"
+#include "ofi/path_peer.h"
 #include "ofi/rdma_wire.h"
 
 namespace weft::ofi {
@@ -36,7 +36,7 @@ class RdmaSendPath final : public CompletionOwner, public CompletionTarget {
   // split across rails in stripes of at least min_stripe bytes, smaller
   // ones take the rails in turn. Targets and eager_size come from the
   // receiver's acknowledgement.
-  RdmaSendPath(std::vector<RdmaRail> rails, RdmaPeer peer, size_t eager_size, uint64_t max_message,
+  RdmaSendPath(std::vector<RdmaRail> rails, PathPeer peer, size_t eager_size, uint64_t max_message,
                bool size_notices, size_t min_stripe);
   ~RdmaSendPath();
   RdmaSendPath(const RdmaSendPath&) = delete;
@@ -104,7 +104,7 @@ class RdmaSendPath final : public CompletionOwner, public CompletionTarget {
 
   std::vector<RdmaRail> rails_;
   Endpoint& endpoint_;  // rails_[0]
-  RdmaPeer peer_;
+  PathPeer peer_;
   size_t eager_size_;
   size_t min_stripe_;
   uint32_t next_rail_ = 0;       // round-robin of messages too small to stripe

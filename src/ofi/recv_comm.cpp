@@ -26,23 +26,29 @@ ncclResult_t OfiRecvComm::post_ack(bool* posted) {
     }
     ConnectAck ack;
     ack.recv_comm_id = local_id_;
-    if (endpoint().rdma() && !rdma_) {
-      // Bounce buffers are posted before the sender learns it may use them.
-      RdmaPeer rdma_peer{peer(), peer_name(), connector_id_, local_id_};
-      std::vector<Endpoint*> rails;
-      for (int r = 0; r < rail_count(); ++r) rails.push_back(&rail_endpoint(r));
-      rdma_ = std::make_unique<RdmaRecvPath>(std::move(rails), std::move(rdma_peer),
-                                             endpoint().eager_size(), endpoint().eager_buffers());
-      ncclResult_t result = rdma_->start();
-      if (result != ncclSuccess) return result;
+    if (!path_.chosen()) {
+      PathPeer path_peer{peer(), peer_name(), connector_id_, local_id_};
+      if (endpoint().rdma()) {
+        // Bounce buffers are posted before the sender learns it may use them.
+        std::vector<Endpoint*> rails;
+        for (int r = 0; r < rail_count(); ++r) rails.push_back(&rail_endpoint(r));
+        RdmaRecvPath& rdma =
+            path_.choose<RdmaRecvPath>(std::move(rails), std::move(path_peer),
+                                       endpoint().eager_size(), endpoint().eager_buffers());
+        ncclResult_t result = rdma.start();
+        if (result != ncclSuccess) return result;
+      } else {
+        path_.choose<TaggedRecvPath>(endpoint(), std::move(path_peer), control_.empty,
+                                     control_descriptor());
+      }
     }
-    if (rdma_) {
+    if (RdmaRecvPath* rdma = path_.get<RdmaRecvPath>()) {
       ack.protocol = Protocol::Rdma;
-      ack.eager_size = rdma_->eager_size();
-      ack.needs_size_notices = rdma_->needs_size_notices();
+      ack.eager_size = rdma->eager_size();
+      ack.needs_size_notices = rdma->needs_size_notices();
       ack.rails = static_cast<uint8_t>(rail_count());
       for (int r = 0; r < rail_count(); ++r) {
-        ack.write_target[r] = rdma_->write_target(r);
+        ack.write_target[r] = rdma->write_target(r);
         if (r == 0) continue;
         ack.address_size[r] = static_cast<uint8_t>(rail_endpoint(r).local_address_size());
         std::memcpy(ack.address[r], rail_endpoint(r).local_address(), ack.address_size[r]);
@@ -75,61 +81,8 @@ ncclResult_t OfiRecvComm::irecv(int n, void** data, const size_t* sizes, const i
     WEFT_WARN("%s: irecv with NULL data or tags", device_name().c_str());
     return ncclInvalidArgument;
   }
-  if (rdma_) return rdma_->irecv(n, data, sizes, tags, mhandles, request);
-  if (partial_.request != nullptr) {
-    // Keep posting order: finish the earlier group first.
-    ncclResult_t result = post_pending();
-    if (result != ncclSuccess || partial_.request != nullptr) return result;
-  }
-  RecvRequest* req = pool_.acquire();
-  if (req == nullptr) return progress();
-  req->start(this, n, /*is_send=*/false);
-  partial_.request = req;
-  partial_.next = 0;
-  for (int i = 0; i < n; ++i) {
-    partial_.data[i] = data[i];
-    partial_.descriptors[i] = descriptor_of(mhandles == nullptr ? nullptr : mhandles[i]);
-    partial_.tags[i] = data_tag(local_id_, tags[i]);
-    req->set_posted_size(i, sizes == nullptr ? 0 : sizes[i]);
-  }
-  ncclResult_t result = post_pending();
-  if (result != ncclSuccess) return result;
-  if (partial_.request == req && partial_.next == 0) {
-    // The provider took nothing: hand the slot back and let NCCL retry.
-    partial_.request = nullptr;
-    pool_.release(req);
-    return ncclSuccess;
-  }
-  *request = req;
-  return ncclSuccess;
-}
-
-ncclResult_t OfiRecvComm::post_pending() {
-  RecvRequest* req = partial_.request;
-  while (partial_.next < req->count()) {
-    int slot = partial_.next;
-    void* buffer = partial_.data[slot];
-    size_t length = req->posted_size(slot);
-    void* descriptor = partial_.descriptors[slot];
-    if (length == 0) {
-      buffer = control_.empty;
-      length = 1;
-      descriptor = control_descriptor();
-    }
-    ssize_t rc = endpoint().receive(buffer, length, descriptor, partial_.tags[slot], req->op(slot));
-    if (rc == -FI_EAGAIN) return endpoint().poll();
-    if (rc != 0) {
-      WEFT_WARN("%s: irecv of %zu bytes from %s failed: %s", device_name().c_str(),
-                req->posted_size(slot), peer_name().c_str(), fi_strerror((int)-rc));
-      if (slot > 0) req->drop_unposted(req->count() - slot);
-      partial_.request = nullptr;
-      if (slot == 0) pool_.release(req);
-      return ncclSystemError;
-    }
-    ++partial_.next;
-  }
-  partial_.request = nullptr;
-  return ncclSuccess;
+  return path_.apply(
+      [&](auto& path) { return path.irecv(n, data, sizes, tags, mhandles, request); });
 }
 
 ncclResult_t OfiRecvComm::iflush(int n, void** data, const int* sizes, void** mhandles,
@@ -218,22 +171,8 @@ ncclResult_t OfiRecvComm::FlushOwner::report_failure(int error, size_t, size_t, 
 }
 
 ncclResult_t OfiRecvComm::progress() {
-  if (rdma_) return rdma_->progress();
-  if (partial_.request != nullptr) {
-    ncclResult_t result = post_pending();
-    if (result != ncclSuccess) return result;
-  }
-  return endpoint().poll();
-}
-
-void OfiRecvComm::recycle(Request* request) {
-  pool_.release(static_cast<RecvRequest*>(request));
-}
-
-ncclResult_t OfiRecvComm::report_failure(int error, size_t overflow_length, size_t posted_size,
-                                         const char* text) {
-  return completion_failure("receive", endpoint(), peer_name(), error, overflow_length, posted_size,
-                            text);
+  if (!path_.chosen()) return poll_rails();
+  return path_.apply([](auto& path) { return path.progress(); });
 }
 
 void OfiRecvComm::on_complete(uint32_t, size_t, const uint64_t*) {
@@ -247,11 +186,9 @@ void OfiRecvComm::on_error(uint32_t, int error, size_t, const char* text) {
 }
 
 bool OfiRecvComm::in_flight() {
-  if (rdma_ && rdma_->in_flight()) return true;
+  if (path_.apply([](auto& path) { return path.in_flight(); })) return true;
   if (ack_posted_ && !ack_done_.load(std::memory_order_acquire)) return true;
   for (size_t i = 0; i < kMaxRequests; ++i) {
-    RecvRequest* req = pool_.at(i);
-    if (pool_.is_used(req) && !req->finished()) return true;
     FlushRequest* flush = flush_pool_.at(i);
     if (flush_pool_.is_used(flush) && !flush->finished()) return true;
   }
@@ -259,18 +196,7 @@ bool OfiRecvComm::in_flight() {
 }
 
 void OfiRecvComm::cancel_receives() {
-  if (rdma_) rdma_->cancel_receives();
-  if (partial_.request != nullptr) {
-    partial_.request->drop_unposted(partial_.request->count() - partial_.next);
-    partial_.request = nullptr;
-  }
-  for (size_t i = 0; i < kMaxRequests; ++i) {
-    RecvRequest* req = pool_.at(i);
-    if (!pool_.is_used(req) || req->finished()) continue;
-    for (int slot = 0; slot < req->count(); ++slot) {
-      endpoint().cancel(req->op(slot));
-    }
-  }
+  path_.apply([](auto& path) { path.cancel_receives(); });
 }
 
 }  // namespace weft::ofi

@@ -1,15 +1,18 @@
 // Receiving side of a connection. Created by accept() once a connect
 // request arrived; the acknowledgement it sends tells the sender which
-// comm id to put in its tags.
+// comm id to put in its tags. Receives go through the data path of the
+// protocol both sides speak; flushes are the comm's own.
 #pragma once
 
 #include <atomic>
 #include <memory>
 
 #include "core/request_pool.h"
+#include "ofi/chosen_path.h"
 #include "ofi/comm_base.h"
 #include "ofi/connection_messages.h"
 #include "ofi/rdma_recv_path.h"
+#include "ofi/tagged_recv_path.h"
 
 namespace weft::ofi {
 
@@ -25,10 +28,8 @@ class OfiRecvComm final : public CommBase<RecvComm>, public CompletionTarget {
   ncclResult_t iflush(int n, void** data, const int* sizes, void** mhandles,
                       Request** request) override;
 
-  ncclResult_t progress() override;
-  void recycle(Request* request) override;
-  ncclResult_t report_failure(int error, size_t overflow_length, size_t posted_size,
-                              const char* text) override;
+  // Drives the data path (and with it the completion queue).
+  ncclResult_t progress();
   void on_complete(uint32_t slot, size_t length, const uint64_t* remote_data) override;
   void on_error(uint32_t slot, int error, size_t overflow_length, const char* text) override;
 
@@ -37,38 +38,19 @@ class OfiRecvComm final : public CommBase<RecvComm>, public CompletionTarget {
   void cancel_receives() override;
 
  private:
-  using RecvRequest = OfiRequest<kMaxRecvs>;
   // A flush read per rail; NCCL flushes at most once per receive.
   using FlushRequest = OfiRequest<kMaxRails>;
-
-  // A grouped receive the provider has only partly accepted (EAGAIN): the
-  // rest is posted by later progress, and no newer receive may overtake it.
-  struct PartialPost {
-    RecvRequest* request = nullptr;
-    int next = 0;
-    void* data[kMaxRecvs] = {};
-    void* descriptors[kMaxRecvs] = {};
-    uint64_t tags[kMaxRecvs] = {};
-  };
-
-  // Posts slots [partial_.next, count); returns an error only on failure.
-  ncclResult_t post_pending();
 
   uint32_t local_id_;
   uint32_t connector_id_;
   bool ack_posted_ = false;
   std::atomic<bool> ack_done_{false};
   OpContext ack_op_;
-  // Registered together. A 0-byte receive is posted into `empty` (1 byte):
-  // some providers (libfabric 2.x tcp) never complete a 0-length receive
-  // that a larger message matches; the sender's size, carried as immediate
-  // data, still turns such a message into a truncation error.
+  // Registered together; `empty` takes the tagged path's 0-byte receives.
   struct ControlBuffers {
     uint8_t ack[kConnectAckSize];
     uint8_t empty[8];
   } control_{};
-  PartialPost partial_;
-  RequestPool<RecvRequest, kMaxRequests> pool_;
   RequestPool<FlushRequest, kMaxRequests> flush_pool_;
   // Flush requests go back to their own pool.
   struct FlushOwner final : CompletionOwner {
@@ -79,7 +61,7 @@ class OfiRecvComm final : public CommBase<RecvComm>, public CompletionTarget {
                                 const char* text) override;
     OfiRecvComm* comm;
   } flush_owner_{this};
-  std::unique_ptr<RdmaRecvPath> rdma_;  // the rdma protocol's data path
+  ChosenPath<TaggedRecvPath, RdmaRecvPath> path_;
 };
 
 }  // namespace weft::ofi

@@ -109,18 +109,20 @@ ncclResult_t OfiSendComm::step_connect(bool* connected) {
     set_rail_peer(r, address);
   }
   remote_id_ = ack.recv_comm_id;
+  PathPeer path_peer{peer(), peer_name(), remote_id_, local_id_};
   if (own == Protocol::Rdma) {
-    RdmaPeer rdma_peer{peer(), peer_name(), remote_id_, local_id_};
     size_t eager = std::min<size_t>(endpoint().eager_size(), ack.eager_size);
     std::vector<RdmaRail> rails;
     for (int r = 0; r < rail_count(); ++r) {
       rails.push_back({&rail_endpoint(r), rail_peer(r), ack.write_target[r]});
     }
-    rdma_ = std::make_unique<RdmaSendPath>(std::move(rails), std::move(rdma_peer), eager,
-                                           endpoint().max_message(), ack.needs_size_notices,
-                                           min_stripe());
-    ncclResult_t started = rdma_->start();
+    RdmaSendPath& rdma =
+        path_.choose<RdmaSendPath>(std::move(rails), std::move(path_peer), eager,
+                                   endpoint().max_message(), ack.needs_size_notices, min_stripe());
+    ncclResult_t started = rdma.start();
     if (started != ncclSuccess) return started;
+  } else {
+    path_.choose<TaggedSendPath>(endpoint(), std::move(path_peer));
   }
   connected_ = true;
   *connected = true;
@@ -137,39 +139,7 @@ ncclResult_t OfiSendComm::isend(void* data, size_t size, int tag, void* mhandle,
     WEFT_WARN("%s: isend on a comm that is not connected", device_name().c_str());
     return ncclInvalidUsage;
   }
-  if (rdma_) return rdma_->isend(data, size, tag, mhandle, request);
-  SendRequest* req = pool_.acquire();
-  if (req == nullptr) return progress();  // all slots busy: NCCL retries later
-  req->start(this, 1, /*is_send=*/true);
-  req->set_posted_size(0, size);
-  ssize_t rc;
-  if (size <= endpoint().inject_size()) {
-    // Small messages: the provider copies the data and reports no completion.
-    rc = endpoint().inject(data, size, peer(), data_tag(remote_id_, tag));
-    if (rc == 0) req->complete_now(0);
-  } else {
-    rc = endpoint().send(data, size, descriptor_of(mhandle), peer(), data_tag(remote_id_, tag),
-                         req->op(0));
-  }
-  if (rc == 0) {
-    *request = req;
-    return ncclSuccess;
-  }
-  pool_.release(req);
-  if (rc == -FI_EAGAIN) return progress();
-  WEFT_WARN("%s: isend of %zu bytes to %s failed: %s", device_name().c_str(), size,
-            peer_name().c_str(), fi_strerror((int)-rc));
-  return ncclSystemError;
-}
-
-void OfiSendComm::recycle(Request* request) {
-  pool_.release(static_cast<SendRequest*>(request));
-}
-
-ncclResult_t OfiSendComm::report_failure(int error, size_t overflow_length, size_t posted_size,
-                                         const char* text) {
-  return completion_failure("send", endpoint(), peer_name(), error, overflow_length, posted_size,
-                            text);
+  return path_.apply([&](auto& path) { return path.isend(data, size, tag, mhandle, request); });
 }
 
 void OfiSendComm::on_complete(uint32_t slot, size_t length, const uint64_t*) {
@@ -194,19 +164,14 @@ void OfiSendComm::on_error(uint32_t slot, int error, size_t, const char* text) {
 }
 
 bool OfiSendComm::in_flight() {
-  if (rdma_ && rdma_->in_flight()) return true;
+  if (path_.apply([](auto& path) { return path.in_flight(); })) return true;
   if (ack_posted_ && !ack_done_.load(std::memory_order_acquire)) return true;
   if (connect_posted_ && !connect_done_.load(std::memory_order_acquire)) return true;
-  for (size_t i = 0; i < kPoolSize; ++i) {
-    // Requests handed out but never tested are idle once finished.
-    SendRequest* req = pool_.at(i);
-    if (pool_.is_used(req) && !req->finished()) return true;
-  }
   return false;
 }
 
 void OfiSendComm::cancel_receives() {
-  if (rdma_) rdma_->cancel_receives();
+  path_.apply([](auto& path) { path.cancel_receives(); });
   if (ack_posted_ && !ack_done_.load(std::memory_order_acquire)) {
     endpoint().cancel(&control_ops_[kAckSlot]);
   }

@@ -1,23 +1,22 @@
 // Sending side of a connection. Created by connect(); becomes usable once
-// the listener's acknowledgement (carrying the receiver's comm id) arrived.
+// the listener's acknowledgement (carrying the receiver's comm id) arrived,
+// and then sends through the data path of the protocol both sides speak.
 #pragma once
 
 #include <atomic>
 #include <chrono>
 #include <memory>
 
-#include "core/request_pool.h"
+#include "ofi/chosen_path.h"
 #include "ofi/comm_base.h"
 #include "ofi/connection_messages.h"
 #include "ofi/rdma_send_path.h"
+#include "ofi/tagged_send_path.h"
 
 namespace weft::ofi {
 
 class OfiSendComm final : public CommBase<SendComm>, public CompletionTarget {
  public:
-  // NCCL may keep 32 x maxRecvs sends in flight on one comm.
-  static constexpr size_t kPoolSize = kMaxRequests * kMaxRecvs;
-
   OfiSendComm(CommSetup setup, uint32_t local_id, uint32_t listen_id, int connect_timeout_ms);
 
   // Non-blocking connection setup; *connected once the peer acknowledged.
@@ -25,9 +24,6 @@ class OfiSendComm final : public CommBase<SendComm>, public CompletionTarget {
 
   ncclResult_t isend(void* data, size_t size, int tag, void* mhandle, Request** request) override;
 
-  void recycle(Request* request) override;
-  ncclResult_t report_failure(int error, size_t overflow_length, size_t posted_size,
-                              const char* text) override;
   void on_complete(uint32_t slot, size_t length, const uint64_t* remote_data) override;
   void on_error(uint32_t slot, int error, size_t overflow_length, const char* text) override;
 
@@ -36,7 +32,6 @@ class OfiSendComm final : public CommBase<SendComm>, public CompletionTarget {
   void cancel_receives() override;
 
  private:
-  using SendRequest = OfiRequest<1>;
   enum ControlSlot : uint32_t { kConnectSlot = 0, kAckSlot = 1 };
 
   struct ControlBuffers {
@@ -59,8 +54,7 @@ class OfiSendComm final : public CommBase<SendComm>, public CompletionTarget {
   char control_error_text_[160] = {};
   OpContext control_ops_[2];
   ControlBuffers control_{};
-  RequestPool<SendRequest, kPoolSize> pool_;
-  std::unique_ptr<RdmaSendPath> rdma_;  // the rdma protocol's data path
+  ChosenPath<TaggedSendPath, RdmaSendPath> path_;
 };
 
 }  // namespace weft::ofi

@@ -1,0 +1,74 @@
+// Posting data operations: one call into the provider each, under the I/O
+// lock. EAGAIN goes back to the caller, which polls and retries later.
+#include <rdma/fi_rma.h>
+#include <rdma/fi_tagged.h>
+
+#include "ofi/endpoint.h"
+
+namespace weft::ofi {
+
+ssize_t Endpoint::send(const void* buffer, size_t size, void* descriptor, fi_addr_t peer,
+                       uint64_t tag, OpContext* context) {
+  // The size travels as immediate data so the receiver can detect truncation.
+  std::lock_guard<std::mutex> lock(io_mutex_);
+  return fi_tsenddata(ep_.get(), buffer, size, descriptor, size, peer, tag,
+                      &context->provider_context);
+}
+
+ssize_t Endpoint::inject(const void* buffer, size_t size, fi_addr_t peer, uint64_t tag) {
+  std::lock_guard<std::mutex> lock(io_mutex_);
+  return fi_tinjectdata(ep_.get(), buffer, size, size, peer, tag);
+}
+
+ssize_t Endpoint::receive(void* buffer, size_t size, void* descriptor, uint64_t tag,
+                          OpContext* context) {
+  std::lock_guard<std::mutex> lock(io_mutex_);
+  return fi_trecv(ep_.get(), buffer, size, descriptor, FI_ADDR_UNSPEC, tag, 0,
+                  &context->provider_context);
+}
+
+void Endpoint::cancel(OpContext* context) {
+  std::lock_guard<std::mutex> lock(io_mutex_);
+  fi_cancel(&ep_->fid, &context->provider_context);
+}
+
+ssize_t Endpoint::send_with_header(const void* header, size_t header_size, void* header_descriptor,
+                                   const void* data, size_t size, void* data_descriptor,
+                                   fi_addr_t peer, uint64_t tag, OpContext* context) {
+  iovec iov[2] = {{const_cast<void*>(header), header_size}, {const_cast<void*>(data), size}};
+  void* descriptors[2] = {header_descriptor, data_descriptor};
+  std::lock_guard<std::mutex> lock(io_mutex_);
+  return fi_tsendv(ep_.get(), iov, descriptors, size > 0 ? 2 : 1, peer, tag,
+                   &context->provider_context);
+}
+
+ssize_t Endpoint::write(const void* buffer, size_t size, void* descriptor, fi_addr_t peer,
+                        uint64_t remote_address, uint64_t key, uint32_t immediate,
+                        OpContext* context) {
+  std::lock_guard<std::mutex> lock(io_mutex_);
+  return fi_writedata(ep_.get(), buffer, size, descriptor, immediate, peer, remote_address, key,
+                      &context->provider_context);
+}
+
+ssize_t Endpoint::write_self(const void* buffer, size_t size, void* descriptor, const void* target,
+                             const Registration& registration, OpContext* context) {
+  uint64_t remote = remote_address(target, registration);
+  std::lock_guard<std::mutex> lock(io_mutex_);
+  return fi_write(ep_.get(), buffer, size, descriptor, self_, remote, registration.key,
+                  &context->provider_context);
+}
+
+ssize_t Endpoint::flush_read(const void* data, const Registration& registration,
+                             OpContext* context) {
+  uint64_t remote = remote_address(data, registration);
+  std::lock_guard<std::mutex> lock(io_mutex_);
+  return fi_read(ep_.get(), flush_buffer_, 1, flush_descriptor_, self_, remote, registration.key,
+                 &context->provider_context);
+}
+
+uint64_t Endpoint::remote_address(const void* data, const Registration& registration) const {
+  auto address = reinterpret_cast<uintptr_t>(data);
+  return (mr_mode_ & FI_MR_VIRT_ADDR) != 0 ? address : address - registration.start;
+}
+
+}  // namespace weft::ofi

@@ -1,0 +1,85 @@
+#include "ofi/provider_quirks.h"
+
+#include <rdma/fi_eq.h>
+#include <rdma/fi_errno.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+
+#include "weft/log.h"
+
+namespace weft::ofi {
+namespace {
+
+size_t size_from_env(const char* name, size_t fallback) {
+  const char* text = std::getenv(name);
+  if (text == nullptr || *text == 0) return fallback;
+  char* end = nullptr;
+  unsigned long long value = std::strtoull(text, &end, 0);
+  return end != text && *end == 0 ? static_cast<size_t>(value) : fallback;
+}
+
+}  // namespace
+
+// fi_enable's EINVAL on verbs;ofi_rxm says nothing about why. The usual
+// cause: rxm opens one verbs completion queue per endpoint sized from its
+// own settings, whatever weft asks for its queue, and the device allows
+// fewer entries (ibv_devinfo -v: max_cqe; Soft-RoCE 32767, real NICs
+// millions). Name the numbers and the variables that change them.
+void explain_enable_failure(const std::string& device, const fi_info* info, int rc) {
+  const char* provider = info->fabric_attr->prov_name;
+  if (rc != -FI_EINVAL || provider == nullptr || std::strstr(provider, "verbs") == nullptr ||
+      std::strstr(provider, "ofi_rxm") == nullptr) {
+    return;
+  }
+  // rxm's defaults (1.17 and 2.6): 128 entries per connection each way;
+  // FI_UNIVERSE_SIZE 256 on libfabric 1.x, 1024 on 2.x.
+  size_t universe = size_from_env("FI_UNIVERSE_SIZE", FI_MAJOR(fi_version()) >= 2 ? 1024 : 256);
+  size_t tx = size_from_env("FI_OFI_RXM_MSG_TX_SIZE", 128);
+  size_t rx = size_from_env("FI_OFI_RXM_MSG_RX_SIZE", 128);
+  if (universe == 0 || tx + rx == 0) return;
+  WEFT_WARN(
+      "%s: rxm sizes its verbs completion queue as (FI_OFI_RXM_MSG_TX_SIZE + "
+      "FI_OFI_RXM_MSG_RX_SIZE) x FI_UNIVERSE_SIZE = (%zu + %zu) x %zu = %zu entries, whatever "
+      "weft asks for; fi_enable fails with EINVAL when that exceeds the device's max_cqe "
+      "(ibv_devinfo -v; Soft-RoCE allows 32767). Fix: set FI_UNIVERSE_SIZE to at most max_cqe / "
+      "%zu (FI_UNIVERSE_SIZE=%zu for 32767), or lower "
+      "FI_OFI_RXM_MSG_TX_SIZE/FI_OFI_RXM_MSG_RX_SIZE",
+      device.c_str(), tx, rx, universe, (tx + rx) * universe, tx + rx, 32767 / (tx + rx));
+}
+
+// libfabric's rxm (1.17 and 2.6) closes a connection by closing its verbs
+// endpoint first and then handling what is left in its internal completion
+// queue (rxm_close_conn: fi_close(msg_ep), then rxm_flush_msg_cq). A message
+// that arrived but was never progressed is handled there as usual: rxm posts
+// a fresh receive buffer in its place on the endpoint it just closed
+// (rxm_handle_recv_comp -> rxm_replace_rx_buf -> rxm_post_recv), a use
+// after free that crashes fi_close(ep). Reading our completion queue drives
+// rxm's progress, which handles those messages while every connection is
+// still open. Completions read here are dropped: the comms they belonged
+// to are gone. Bounded, so a peer that keeps sending cannot hold us here.
+void drain_before_close(fid_cq* cq) {
+  constexpr int kQuietReads = 64;  // rxm handles up to 32 of its own per read
+  constexpr auto kLimit = std::chrono::milliseconds(200);
+  auto deadline = std::chrono::steady_clock::now() + kLimit;
+  constexpr size_t kBatch = 256;
+  fi_cq_tagged_entry entries[kBatch];
+  int quiet = 0;
+  while (quiet < kQuietReads && std::chrono::steady_clock::now() < deadline) {
+    ssize_t count = fi_cq_read(cq, entries, kBatch);
+    if (count == -FI_EAVAIL) {
+      fi_cq_err_entry error{};
+      count = fi_cq_readerr(cq, &error, 0);
+    }
+    if (count == -FI_EAGAIN) {
+      ++quiet;
+    } else if (count > 0) {
+      quiet = 0;
+    } else {
+      return;  // the queue is broken: nothing more to progress
+    }
+  }
+}
+
+}  // namespace weft::ofi

@@ -1,0 +1,63 @@
+#include "ofi/tagged_send_path.h"
+
+#include <rdma/fi_errno.h>
+
+#include "ofi/completion_failure.h"
+#include "ofi/memory_region.h"
+#include "ofi/tag_layout.h"
+#include "weft/log.h"
+
+namespace weft::ofi {
+
+TaggedSendPath::TaggedSendPath(Endpoint& endpoint, PathPeer peer)
+    : endpoint_(endpoint), peer_(std::move(peer)) {}
+
+ncclResult_t TaggedSendPath::isend(void* data, size_t size, int tag, void* mhandle,
+                                   Request** request) {
+  SendRequest* req = pool_.acquire();
+  if (req == nullptr) return progress();  // all slots busy: NCCL retries later
+  req->start(this, 1, /*is_send=*/true);
+  req->set_posted_size(0, size);
+  uint64_t wire_tag = data_tag(peer_.remote_comm_id, tag);
+  ssize_t rc;
+  if (size <= endpoint_.inject_size()) {
+    rc = endpoint_.inject(data, size, peer_.address, wire_tag);
+    if (rc == 0) req->complete_now(0);
+  } else {
+    rc = endpoint_.send(data, size, descriptor_of(mhandle), peer_.address, wire_tag, req->op(0));
+  }
+  if (rc == 0) {
+    *request = req;
+    return ncclSuccess;
+  }
+  pool_.release(req);
+  if (rc == -FI_EAGAIN) return progress();
+  WEFT_WARN("%s: isend of %zu bytes to %s failed: %s", endpoint_.device_name().c_str(), size,
+            peer_.name.c_str(), fi_strerror((int)-rc));
+  return ncclSystemError;
+}
+
+ncclResult_t TaggedSendPath::progress() {
+  return endpoint_.poll();
+}
+
+void TaggedSendPath::recycle(Request* request) {
+  pool_.release(static_cast<SendRequest*>(request));
+}
+
+ncclResult_t TaggedSendPath::report_failure(int error, size_t overflow_length, size_t posted_size,
+                                            const char* text) {
+  return completion_failure("send", endpoint_, peer_.name, error, overflow_length, posted_size,
+                            text);
+}
+
+bool TaggedSendPath::in_flight() {
+  for (size_t i = 0; i < kPoolSize; ++i) {
+    // Requests handed out but never tested are idle once finished.
+    SendRequest* req = pool_.at(i);
+    if (pool_.is_used(req) && !req->finished()) return true;
+  }
+  return false;
+}
+
+}  // namespace weft::ofi
