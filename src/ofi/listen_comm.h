@@ -6,8 +6,8 @@
 #include <memory>
 #include <vector>
 
-#include "ofi/comm_base.h"
 #include "ofi/connection_messages.h"
+#include "ofi/data_comm.h"
 #include "ofi/recv_comm.h"
 
 namespace weft::ofi {

@@ -12,7 +12,7 @@
 namespace weft::ofi {
 
 OfiRecvComm::OfiRecvComm(CommSetup setup, uint32_t local_id, uint32_t connector_id)
-    : CommBase<RecvComm>(std::move(setup)), local_id_(local_id), connector_id_(connector_id) {
+    : OfiDataComm<RecvComm>(std::move(setup)), local_id_(local_id), connector_id_(connector_id) {
   ack_op_.target = this;
   ack_op_.slot = 0;
 }

@@ -9,14 +9,14 @@
 
 #include "core/request_pool.h"
 #include "ofi/chosen_path.h"
-#include "ofi/comm_base.h"
 #include "ofi/connection_messages.h"
+#include "ofi/data_comm.h"
 #include "ofi/rdma_recv_path.h"
 #include "ofi/tagged_recv_path.h"
 
 namespace weft::ofi {
 
-class OfiRecvComm final : public CommBase<RecvComm>, public CompletionTarget {
+class OfiRecvComm final : public OfiDataComm<RecvComm>, public CompletionTarget {
  public:
   OfiRecvComm(CommSetup setup, uint32_t local_id, uint32_t connector_id);
 

@@ -14,7 +14,7 @@ namespace weft::ofi {
 
 OfiSendComm::OfiSendComm(CommSetup setup, uint32_t local_id, uint32_t listen_id,
                          int connect_timeout_ms)
-    : CommBase<SendComm>(std::move(setup)),
+    : OfiDataComm<SendComm>(std::move(setup)),
       local_id_(local_id),
       listen_id_(listen_id),
       connect_deadline_(std::chrono::steady_clock::now() +

@@ -8,14 +8,14 @@
 #include <memory>
 
 #include "ofi/chosen_path.h"
-#include "ofi/comm_base.h"
 #include "ofi/connection_messages.h"
+#include "ofi/data_comm.h"
 #include "ofi/rdma_send_path.h"
 #include "ofi/tagged_send_path.h"
 
 namespace weft::ofi {
 
-class OfiSendComm final : public CommBase<SendComm>, public CompletionTarget {
+class OfiSendComm final : public OfiDataComm<SendComm>, public CompletionTarget {
  public:
   OfiSendComm(CommSetup setup, uint32_t local_id, uint32_t listen_id, int connect_timeout_ms);
 

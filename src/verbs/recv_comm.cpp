@@ -11,7 +11,7 @@
 namespace weft::verbs {
 
 VerbsRecvComm::VerbsRecvComm(ConnectionSetup setup, const RecvOptions& options, uint32_t listen_id)
-    : CommBase<RecvComm>(std::move(setup)), options_(options), listen_id_(listen_id) {}
+    : VerbsDataComm<RecvComm>(std::move(setup)), options_(options), listen_id_(listen_id) {}
 
 VerbsRecvComm::~VerbsRecvComm() {
   flush_qps_ = QueuePairs();
@@ -143,13 +143,13 @@ ncclResult_t VerbsRecvComm::irecv(int n, void** data, const size_t* sizes, const
   for (int i = 0; i < n; ++i) {
     auto* region = static_cast<MemoryHandle*>(mhandles[i]);
     group[i] = FifoEntry{reinterpret_cast<uint64_t>(data[i]),
-                        sizes[i],
-                        region != nullptr ? region->rkey : 0,
-                        tags[i],
-                        cts_sequence(sequence_),
-                        static_cast<uint8_t>(n),
-                        static_cast<uint8_t>(i),
-                        0};
+                         sizes[i],
+                         region != nullptr ? region->rkey : 0,
+                         tags[i],
+                         cts_sequence(sequence_),
+                         static_cast<uint8_t>(n),
+                         static_cast<uint8_t>(i),
+                         0};
   }
   ibv_sge sge{reinterpret_cast<uint64_t>(group), static_cast<uint32_t>(n * sizeof(FifoEntry)),
               control_region_->lkey};

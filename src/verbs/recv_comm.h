@@ -9,7 +9,7 @@
 #include <array>
 
 #include "core/flush_method.h"
-#include "verbs/comm_base.h"
+#include "verbs/data_comm.h"
 #include "verbs/side_channel.h"
 
 namespace weft::verbs {
@@ -19,7 +19,7 @@ struct RecvOptions {
   FlushMethod flush = FlushMethod::Read;
 };
 
-class VerbsRecvComm final : public CommBase<RecvComm> {
+class VerbsRecvComm final : public VerbsDataComm<RecvComm> {
  public:
   VerbsRecvComm(ConnectionSetup setup, const RecvOptions& options, uint32_t listen_id);
   ~VerbsRecvComm() override;
@@ -37,7 +37,7 @@ class VerbsRecvComm final : public CommBase<RecvComm> {
  private:
   struct Control {
     uint64_t sizes[kFifoSlots][kMaxRecvs];  // the sender writes these for groups
-    FifoEntry cts[kFifoSlots][kMaxRecvs];    // staged clear-to-send groups
+    FifoEntry cts[kFifoSlots][kMaxRecvs];   // staged clear-to-send groups
     uint8_t flush_target[64];
   };
   struct Slot {

@@ -26,7 +26,7 @@ void chunk_of(size_t size, int k, int sets, size_t* offset, size_t* length) {
 }  // namespace
 
 VerbsSendComm::VerbsSendComm(ConnectionSetup setup, const SendOptions& options, uint32_t listen_id)
-    : CommBase<SendComm>(std::move(setup)), options_(options), listen_id_(listen_id) {}
+    : VerbsDataComm<SendComm>(std::move(setup)), options_(options), listen_id_(listen_id) {}
 
 VerbsSendComm::~VerbsSendComm() {
   release_control(control_, control_region_);

@@ -8,7 +8,7 @@
 #include <array>
 #include <chrono>
 
-#include "verbs/comm_base.h"
+#include "verbs/data_comm.h"
 #include "verbs/side_channel.h"
 
 namespace weft::verbs {
@@ -22,7 +22,7 @@ struct SendOptions {
   QpSettings qp_settings;
 };
 
-class VerbsSendComm final : public CommBase<SendComm> {
+class VerbsSendComm final : public VerbsDataComm<SendComm> {
  public:
   VerbsSendComm(ConnectionSetup setup, const SendOptions& options, uint32_t listen_id);
   ~VerbsSendComm() override;

@@ -80,28 +80,28 @@ class Backend {
 };
 
 // A registration released on scope exit (before the backend closes).
-class MemoryRegion {
+class ScopedRegistration {
  public:
-  MemoryRegion() = default;
-  MemoryRegion(Backend& backend, int comm, Direction dir, void* data, size_t size,
-               MemoryKind kind = MemoryKind::host)
+  ScopedRegistration() = default;
+  ScopedRegistration(Backend& backend, int comm, Direction dir, void* data, size_t size,
+                     MemoryKind kind = MemoryKind::host)
       : backend_(&backend),
         comm_(comm),
         dir_(dir),
         handle_(backend.register_memory(comm, dir, data, size, kind)) {}
   // By dma-buf; fd stays the caller's.
-  MemoryRegion(Backend& backend, int comm, Direction dir, void* data, size_t size, uint64_t offset,
-               int fd)
+  ScopedRegistration(Backend& backend, int comm, Direction dir, void* data, size_t size,
+                     uint64_t offset, int fd)
       : backend_(&backend),
         comm_(comm),
         dir_(dir),
         handle_(backend.register_dmabuf(comm, dir, data, size, offset, fd)) {}
-  MemoryRegion(MemoryRegion&& o) noexcept
+  ScopedRegistration(ScopedRegistration&& o) noexcept
       : backend_(std::exchange(o.backend_, nullptr)),
         comm_(o.comm_),
         dir_(o.dir_),
         handle_(o.handle_) {}
-  MemoryRegion& operator=(MemoryRegion&& o) noexcept {
+  ScopedRegistration& operator=(ScopedRegistration&& o) noexcept {
     if (this != &o) {
       reset();
       backend_ = std::exchange(o.backend_, nullptr);
@@ -111,8 +111,8 @@ class MemoryRegion {
     }
     return *this;
   }
-  MemoryRegion(const MemoryRegion&) = delete;
-  ~MemoryRegion() { reset(); }
+  ScopedRegistration(const ScopedRegistration&) = delete;
+  ~ScopedRegistration() { reset(); }
   void reset() noexcept {
     if (backend_ != nullptr) backend_->deregister_memory(comm_, dir_, handle_);
     backend_ = nullptr;

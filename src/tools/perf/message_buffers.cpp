@@ -56,17 +56,18 @@ MessageBuffers::MessageBuffers(Backend& backend, int comm, const Options& opts,
   recv_mr_ = register_arena(backend, comm, Direction::recv, recv_data_,
                             gpu_ ? recv_gpu_.size() : recv_host_.size(), &recv_gpu_, opts.dmabuf);
   if (gpu_) {
-    send_ctrl_mr_ = MemoryRegion(backend, comm, Direction::send, send_ctrl_, kPage);
-    recv_ctrl_mr_ = MemoryRegion(backend, comm, Direction::recv, recv_ctrl_, kPage);
+    send_ctrl_mr_ = ScopedRegistration(backend, comm, Direction::send, send_ctrl_, kPage);
+    recv_ctrl_mr_ = ScopedRegistration(backend, comm, Direction::recv, recv_ctrl_, kPage);
   }
 }
 
-MemoryRegion MessageBuffers::register_arena(Backend& backend, int comm, Direction dir, char* data,
-                                            size_t size, const GpuBuffer* gpu, bool dmabuf) {
-  if (!gpu_) return MemoryRegion(backend, comm, dir, data, size);
-  if (!dmabuf) return MemoryRegion(backend, comm, dir, data, size, MemoryKind::cuda);
+ScopedRegistration MessageBuffers::register_arena(Backend& backend, int comm, Direction dir,
+                                                  char* data, size_t size, const GpuBuffer* gpu,
+                                                  bool dmabuf) {
+  if (!gpu_) return ScopedRegistration(backend, comm, dir, data, size);
+  if (!dmabuf) return ScopedRegistration(backend, comm, dir, data, size, MemoryKind::cuda);
   Fd fd = gpu->export_dmabuf();  // closed right after the call, as NCCL does
-  return MemoryRegion(backend, comm, dir, data, size, /*offset=*/0, fd.get());
+  return ScopedRegistration(backend, comm, dir, data, size, /*offset=*/0, fd.get());
 }
 
 size_t MessageBuffers::arena_bytes(const std::vector<size_t>& sizes) const {

@@ -63,8 +63,8 @@ class MessageBuffers {
  private:
   static size_t stride(size_t size);
   size_t arena_bytes(const std::vector<size_t>& sizes) const;
-  MemoryRegion register_arena(Backend& backend, int comm, Direction dir, char* data, size_t size,
-                              const GpuBuffer* gpu, bool dmabuf);
+  ScopedRegistration register_arena(Backend& backend, int comm, Direction dir, char* data,
+                                    size_t size, const GpuBuffer* gpu, bool dmabuf);
 
   size_t buffer_bytes_;
   size_t depth_;
@@ -81,10 +81,10 @@ class MessageBuffers {
   char* recv_data_ = nullptr;
   char* send_ctrl_ = nullptr;
   char* recv_ctrl_ = nullptr;
-  MemoryRegion send_mr_;
-  MemoryRegion recv_mr_;
-  MemoryRegion send_ctrl_mr_;
-  MemoryRegion recv_ctrl_mr_;
+  ScopedRegistration send_mr_;
+  ScopedRegistration recv_mr_;
+  ScopedRegistration send_ctrl_mr_;
+  ScopedRegistration recv_ctrl_mr_;
 };
 
 }  // namespace weft::perf

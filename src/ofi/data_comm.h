@@ -36,11 +36,11 @@ struct CommSetup {
 };
 
 template <typename Interface>
-class CommBase : public Interface {
+class OfiDataComm : public Interface {
  public:
-  explicit CommBase(CommSetup setup)
+  explicit OfiDataComm(CommSetup setup)
       : setup_(std::move(setup)), device_name_(setup_.endpoint->device_name()) {}
-  ~CommBase() { deregister_memory(setup_.endpoint.get(), device_name_, control_region_); }
+  ~OfiDataComm() { deregister_memory(setup_.endpoint.get(), device_name_, control_region_); }
 
   // Registers the comm's control-message buffers (needed with FI_MR_LOCAL).
   ncclResult_t register_control(void* data, size_t size) {
@@ -134,9 +134,9 @@ class CommBase : public Interface {
 
  private:
   struct RailPoller final : Poller {
-    explicit RailPoller(CommBase* owner) : comm(owner) {}
+    explicit RailPoller(OfiDataComm* owner) : comm(owner) {}
     ncclResult_t poll() override { return comm->poll_rails(); }
-    CommBase* comm;
+    OfiDataComm* comm;
   };
 
   // Registers on rail 0 (the handle NCCL gets) and on every other rail.

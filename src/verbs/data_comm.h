@@ -43,9 +43,9 @@ struct ConnectionSetup {
 };
 
 template <typename Interface>
-class CommBase : public Interface, public RequestOwner {
+class VerbsDataComm : public Interface, public RequestOwner {
  public:
-  explicit CommBase(ConnectionSetup setup)
+  explicit VerbsDataComm(ConnectionSetup setup)
       : setup_(std::move(setup)), port_failures_(setup_.port->failures()) {}
 
   ncclResult_t reg_mr(void* data, size_t size, int type, void** mhandle) override {
