@@ -29,7 +29,11 @@ class OfiTransport final : public Transport {
   const char* name() const override { return "ofi"; }
   int device_count() const override;
   ncclResult_t properties(int dev, DeviceProperties* props) const override;
+  // NCCL's makeVDevice: one device striping over several rails.
   ncclResult_t make_virtual_device(const std::vector<int>& devs, int* dev) override;
+
+  // The handle carries rail 0's endpoint address; the other rails' addresses
+  // come in the connect request and its acknowledgement.
   ncclResult_t listen(int dev, void* handle, ListenComm** listen_comm) override;
   ncclResult_t connect(int dev, const CommConfig& config, void* handle,
                        SendComm** send_comm) override;

@@ -97,8 +97,8 @@ ncclResult_t VerbsTransport::port_for(int dev, const char* caller, std::shared_p
   return port.open.get([](const OpenPort&) { return true; }, open, out);
 }
 
-uint32_t VerbsTransport::fingerprint(const Port& port) const {
-  return 0x56420000u | static_cast<uint32_t>(port.link_layer);
+uint32_t VerbsTransport::fingerprint(int dev) const {
+  return 0x56420000u | static_cast<uint32_t>(ports_[static_cast<size_t>(dev)]->link_layer);
 }
 
 QpSettings VerbsTransport::qp_settings(const CommConfig* config) const {
@@ -136,7 +136,7 @@ ncclResult_t VerbsTransport::listen(int dev, void* handle, ListenComm** listen_c
   if (listen_id == 0) listen_id = next_listen_id_.fetch_add(1) & kMaxCommId;
   ListenHandle encoded;
   encoded.transport = TransportId::Verbs;
-  encoded.fingerprint = fingerprint(*ports_[static_cast<size_t>(dev)]);
+  encoded.fingerprint = fingerprint(dev);
   encoded.listen_id = listen_id;
   encoded.payload_size = SocketAddress::kPackedSize;
   listener->address().pack(encoded.payload);
@@ -158,7 +158,7 @@ ncclResult_t VerbsTransport::connect(int dev, const CommConfig& config, void* ha
   *send_comm = nullptr;
   std::shared_ptr<OpenPort> port;
   if (ncclResult_t result = port_for(dev, "connect", &port); result != ncclSuccess) return result;
-  const uint32_t expected = fingerprint(*ports_[static_cast<size_t>(dev)]);
+  const uint32_t expected = fingerprint(dev);
   auto check = [&](const ListenHandle& decoded) {
     if (decoded.fingerprint == expected) return ncclSuccess;
     WEFT_WARN(

@@ -28,15 +28,26 @@ class VerbsTransport final : public Transport {
   static ncclResult_t create(const Params& params, std::unique_ptr<Transport>* out);
 
   const char* name() const override { return "verbs"; }
+  // One NCCL device per port: no virtual devices (makeVDevice is refused).
   int device_count() const override { return static_cast<int>(ports_.size()); }
   ncclResult_t properties(int dev, DeviceProperties* props) const override;
+
+  // The side channel's address goes in the handle; the queue pairs are
+  // set up over it across connect/accept calls.
   ncclResult_t listen(int dev, void* handle, ListenComm** listen_comm) override;
   ncclResult_t connect(int dev, const CommConfig& config, void* handle,
                        SendComm** send_comm) override;
 
  private:
-  // A port as discovered. Its OpenPort (context, PD, MR cache) is opened by the
-  // first comm and held only by comms: NCCL v6..v10 unload the plugin
+  bool valid_device(int dev, const char* caller) const;
+  // The OpenPort of `dev`, opening it when no comm holds one.
+  ncclResult_t port_for(int dev, const char* caller, std::shared_ptr<OpenPort>* out);
+  QpSettings qp_settings(const CommConfig* config) const;
+  // What both sides' ports must agree on: the link layer.
+  uint32_t fingerprint(int dev) const;
+
+  // A port as discovered. Its OpenPort (context, PD, MR cache) is opened by
+  // the first comm and held only by comms: NCCL v6..v10 unload the plugin
   // without finalize, so whatever the transport held would stay open.
   struct Port {
     PortId id;
@@ -44,12 +55,6 @@ class VerbsTransport final : public Transport {
     LinkLayer link_layer = LinkLayer::InfiniBand;
     HeldByComms<OpenPort> open;
   };
-
-  bool valid_device(int dev, const char* caller) const;
-  // The open OpenPort of `dev`, opening it when no comm holds one.
-  ncclResult_t port_for(int dev, const char* caller, std::shared_ptr<OpenPort>* out);
-  QpSettings qp_settings(const CommConfig* config) const;
-  uint32_t fingerprint(const Port& port) const;
 
   Params params_;
   std::shared_ptr<const Ibverbs> ibverbs_;
