@@ -3,7 +3,6 @@
 #include <rdma/fi_cm.h>
 #include <rdma/fi_errno.h>
 #include <rdma/fi_rma.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -51,8 +50,6 @@ ncclResult_t Endpoint::open(const fi_info* info, const std::string& device_name,
   endpoint->reorder_.configure(static_cast<size_t>(std::max(options.reorder_window, 0)),
                                options.reorder_seed, kMaxBatch);
   endpoint->flush_ = options.flush;
-  long page = sysconf(_SC_PAGESIZE);
-  endpoint->page_size_ = page > 0 ? static_cast<size_t>(page) : 4096;
 
   fid_fabric* fabric = nullptr;
   int rc = fi_fabric(info->fabric_attr, &fabric, nullptr);

@@ -116,7 +116,6 @@ class Endpoint final : public Poller, public OrphanKeeper {
                       Registration* out, const char** failed_call);
   int close_region(fid_mr* mr);
   RegistrationCache& registration_cache() { return *registration_cache_; }
-  size_t page_size() const { return page_size_; }
 
   // Address vector entry for a peer's raw address; cached so reconnecting to
   // the same peer does not grow the AV.
@@ -188,7 +187,6 @@ class Endpoint final : public Poller, public OrphanKeeper {
   std::vector<RemoteWriteTarget*> write_targets_;  // by immediate target index
   std::vector<uint16_t> free_write_targets_;
   CompletionReorder reorder_;
-  size_t page_size_ = 4096;
   // Target of flush reads, registered once; fi_addr of this endpoint.
   uint64_t flush_buffer_[8] = {};
   fid_mr* flush_mr_ = nullptr;
