@@ -159,7 +159,7 @@ TEST_CASE("clear-to-send groups: ready only when complete and consistent", "[uni
   CHECK(check_cts_group(fifo, 0, &count, &error) == CtsState::NotYet);
   for (int i = 0; i < 3; ++i) {
     fifo[i] = FifoEntry{0x1000u * (i + 1),       4096, 7, 10 + i, cts_sequence(sequence), 3,
-                       static_cast<uint8_t>(i), 0};
+                        static_cast<uint8_t>(i), 0};
   }
   fifo[2].sequence = cts_sequence(sequence - 32);  // the last entry still old
   CHECK(check_cts_group(fifo, sequence, &count, &error) == CtsState::NotYet);
