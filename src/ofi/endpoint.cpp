@@ -9,6 +9,9 @@
 #include <string>
 
 #include "core/comm_id.h"
+#include "core/line_order_guard.h"
+#include "ofi/efa_settings.h"
+#include "ofi/provider_discovery.h"
 #include "ofi/provider_quirks.h"
 #include "weft/log.h"
 
@@ -89,6 +92,10 @@ ncclResult_t Endpoint::open(const fi_info* info, const std::string& device_name,
   rc = fi_endpoint(domain, const_cast<fi_info*>(info), &ep, nullptr);
   if (rc != 0) return endpoint->fail("fi_endpoint", rc);
   endpoint->ep_.reset(ep);
+  if (is_efa_provider(endpoint->provider_name_)) {
+    ncclResult_t result = endpoint->settle_efa_settings();
+    if (result != ncclSuccess) return result;
+  }
 
   rc = fi_ep_bind(ep, &av->fid, 0);
   if (rc != 0) return endpoint->fail("fi_ep_bind(av)", rc);
@@ -119,6 +126,31 @@ ncclResult_t Endpoint::open(const fi_info* info, const std::string& device_name,
   }
   *out = std::move(endpoint);
   return ncclSuccess;
+}
+
+// Init found the answers on a scratch endpoint and told NCCL what follows
+// from them; an endpoint that answers otherwise must not carry data.
+ncclResult_t Endpoint::settle_efa_settings() {
+  FabricOptionCalls calls(ep_.get());
+  EfaWanted wanted;
+  wanted.gpu = gpu_memory_;
+  wanted.rdma = rdma_;
+  EfaOutcome outcome = apply_efa_settings(calls, wanted, device_name_);
+  if (wanted.rdma && !outcome.writes_native) {
+    WEFT_WARN("%s: %s on this endpoint, unlike at init: using the tagged protocol",
+              device_name_.c_str(), outcome.writes_reason.c_str());
+    rdma_ = false;
+    wanted.rdma = false;
+    outcome = apply_efa_settings(calls, wanted, device_name_);
+  }
+  if (wanted.gpu && !outcome.gpu) {
+    WEFT_WARN("%s: %s, but NCCL was told at init that this device takes GPU memory",
+              device_name_.c_str(), outcome.gpu_refusal.c_str());
+    return ncclSystemError;
+  }
+  return LineOrderGuard::process().report(
+      device_name_, outcome.ordered_128,
+      outcome.order_refusal + ": aligned 128-byte lines may arrive out of order");
 }
 
 Endpoint::~Endpoint() {

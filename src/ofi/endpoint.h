@@ -158,6 +158,7 @@ class Endpoint final : public Poller, public OrphanKeeper {
   Endpoint() = default;
   // Logs that `call` failed on this device.
   ncclResult_t fail(const char* call, int rc) const;
+  ncclResult_t settle_efa_settings();
   ncclResult_t open_flush_target();
   // Writes a few bytes to itself; false when the write or its completions fail.
   bool probe_writes(std::string* problem);

@@ -1,13 +1,16 @@
 #include "ofi/ofi_transport.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 
 #include "core/connect_resume.h"
 #include "core/cuda/cuda_driver.h"
 #include "core/hash.h"
+#include "core/line_order_guard.h"
 #include "core/rail_grouping.h"
 #include "ofi/connection_messages.h"
+#include "ofi/efa_settings.h"
 #include "ofi/listen_comm.h"
 #include "weft/log.h"
 
@@ -23,7 +26,56 @@ RailGrouping grouping_of(const std::string& setting) {
 
 }  // namespace
 
+// The answers an EFA endpoint gives to weft's settings, found at init on a
+// scratch endpoint: they decide the device's pointer support and protocol
+// that NCCL is told, and NCCL_PROTO before NCCL reads it.
+ncclResult_t OfiTransport::settle_efa_settings(DiscoveredDevice* found, Rail* rail) {
+  const std::string& name = found->properties.name;
+  EfaWanted wanted;
+  wanted.gpu = rail->gpu.cuda;
+  wanted.rdma = rail->protocol.protocol == Protocol::Rdma;
+  EfaOutcome outcome;
+  std::string error;
+  if (!probe_efa_settings(found->info.get(), wanted, name, &outcome, &error)) {
+    WEFT_WARN("%s: opening a scratch endpoint to set the EFA options failed: %s", name.c_str(),
+              error.c_str());
+    return ncclSystemError;
+  }
+  if (wanted.rdma && !outcome.writes_native) {
+    if (params_.ofi_protocol == "rdma") {
+      WEFT_WARN("%s: WEFT_OFI_PROTOCOL=rdma, but %s; use WEFT_OFI_PROTOCOL=tagged or auto",
+                name.c_str(), outcome.writes_reason.c_str());
+      return ncclInvalidUsage;
+    }
+    rail->protocol.protocol = Protocol::Tagged;
+    rail->protocol.reason = outcome.writes_reason;
+    WEFT_INFO(NCCL_INIT | NCCL_NET, "%s: tagged protocol (%s)", name.c_str(),
+              outcome.writes_reason.c_str());
+    // The tagged protocol's own in-order option decides the line order.
+    wanted.rdma = false;
+    if (!probe_efa_settings(found->info.get(), wanted, name, &outcome, &error)) {
+      WEFT_WARN("%s: opening a scratch endpoint to set the EFA options failed: %s", name.c_str(),
+                error.c_str());
+      return ncclSystemError;
+    }
+  }
+  if (wanted.gpu && !outcome.gpu) {
+    rail->gpu = GpuSupport{};
+    rail->gpu.off_reason = outcome.gpu_refusal;
+    found->properties.ptr_support = NCCL_PTR_HOST;
+    WEFT_WARN("%s: host memory only: %s", name.c_str(), outcome.gpu_refusal.c_str());
+  }
+  return LineOrderGuard::process().report(
+      name, outcome.ordered_128,
+      outcome.order_refusal + ": aligned 128-byte lines may arrive out of order");
+}
+
 ncclResult_t OfiTransport::create(const Params& params, std::unique_ptr<Transport>* out) {
+  // Before libfabric's first fi_getinfo, where the efa provider reads it:
+  // NCCL and applications fork, and registered pages must survive that.
+  if (params.ofi_provider.empty() || is_efa_provider(params.ofi_provider)) {
+    ::setenv("FI_EFA_FORK_SAFE", "1", 0);
+  }
   std::vector<DiscoveredDevice> discovered;
   ncclResult_t result = discover_devices(params, &discovered);
   if (result != ncclSuccess) return result;
@@ -38,13 +90,18 @@ ncclResult_t OfiTransport::create(const Params& params, std::unique_ptr<Transpor
     rail->gpu = enable_gpu_memory(&found, transport->cuda_, params);
     result = choose_protocol(&found, params.ofi_protocol, &rail->protocol);
     if (result != ncclSuccess) return result;
+    if (is_efa_provider(found.info->fabric_attr->prov_name)) {
+      result = transport->settle_efa_settings(&found, rail.get());
+      if (result != ncclSuccess) return result;
+    }
     rail->provider_hash = fnv1a_32(std::string(found.info->fabric_attr->prov_name) + "/" +
                                    std::to_string(found.info->addr_format));
-    WEFT_INFO(NCCL_INIT, "NIC %zu: %s (provider %s, %s protocol, %d Mbps%s%s)",
+    WEFT_INFO(NCCL_INIT, "NIC %zu: %s (provider %s, fabric %s, %s protocol, %d Mbps%s%s)",
               transport->rails_.size(), found.properties.name.c_str(),
-              found.info->fabric_attr->prov_name, protocol_name(rail->protocol.protocol),
-              found.properties.speed_mbps, found.properties.pci_path.empty() ? "" : ", ",
-              found.properties.pci_path.c_str());
+              found.info->fabric_attr->prov_name,
+              found.info->fabric_attr->name != nullptr ? found.info->fabric_attr->name : "?",
+              protocol_name(rail->protocol.protocol), found.properties.speed_mbps,
+              found.properties.pci_path.empty() ? "" : ", ", found.properties.pci_path.c_str());
     // Rails of one device must agree on the provider and the protocol.
     candidates.push_back(
         {std::to_string(rail->provider_hash) + "/" + protocol_name(rail->protocol.protocol),

@@ -63,6 +63,7 @@ class OfiTransport final : public Transport {
   bool device_of(int dev, const char* caller, Device* out) const;
   Rail& first_rail(const Device& device) const { return *rails_[device.rails[0]]; }
   // Properties of a device over `rails` (speed summed when they all carry data).
+  ncclResult_t settle_efa_settings(DiscoveredDevice* found, Rail* rail);
   DeviceProperties combined_properties(const std::vector<int>& rails) const;
   void add_device(Device device);
 

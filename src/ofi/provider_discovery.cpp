@@ -130,6 +130,10 @@ bool is_rdma_provider(const std::string& provider_name) {
   return rdma.count(core_provider(provider_name)) > 0;
 }
 
+bool is_efa_provider(const std::string& provider_name) {
+  return core_provider(provider_name) == "efa";
+}
+
 std::string preferred_rdma_provider(const std::vector<std::string>& provider_names) {
   // EFA first (the cloud case), then the native HPC fabrics, verbs last.
   static const char* const order[] = {"efa", "cxi", "opx", "psm3", "psm2", "verbs", "usnic"};

@@ -30,6 +30,9 @@ ncclResult_t discover_devices(const Params& params, std::vector<DiscoveredDevice
 
 // Providers that move data with RDMA hardware; auto mode uses only these.
 bool is_rdma_provider(const std::string& provider_name);
+// libfabric's EFA provider ("efa", or layered as "efa;ofi_rxd"); its two
+// fabrics (efa, efa-direct) share the provider name.
+bool is_efa_provider(const std::string& provider_name);
 
 // Auto mode's choice among the providers fi_getinfo returned: the core
 // provider name ("efa", "verbs", ...), or empty when none is RDMA-class.
