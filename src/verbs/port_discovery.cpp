@@ -4,10 +4,22 @@
 #include <cstring>
 #include <string_view>
 
+#include "core/sysfs.h"
 #include "verbs/hca_filter.h"
 #include "weft/log.h"
 
 namespace weft::verbs {
+namespace {
+
+// EFA devices are named rdmapXsY on EC2 (efa_N in some images): the kernel
+// driver behind the device says it, whatever the name.
+bool is_efa_device(const ibv_device& device, const std::string& name) {
+  if (std::string_view(name).substr(0, 3) == "efa") return true;
+  std::string driver = sysfs::realpath_of(std::string(device.ibdev_path) + "/device/driver");
+  return !driver.empty() && driver.substr(driver.rfind('/') + 1) == "efa";
+}
+
+}  // namespace
 
 bool discover_ports(const Params& params, const cuda::Driver* cuda, DiscoveredPorts* out,
                     std::string* reason) {
@@ -34,7 +46,7 @@ bool discover_ports(const Params& params, const cuda::Driver* cuda, DiscoveredPo
   for (int d = 0; d < count; ++d) {
     ibv_device* device = list[d];
     std::string name = api.get_device_name(device);
-    if (std::string_view(name).substr(0, 3) == "efa") {
+    if (is_efa_device(*device, name)) {
       ++out->efa_devices;
       out->notes.push_back(name + ": EFA, served through libfabric");
       continue;
