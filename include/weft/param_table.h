@@ -21,6 +21,13 @@
                   "sender writes the data with fi_writedata (needs FI_RMA with remote CQ data); "  \
                   "tagged: two-sided tagged messages; auto: rdma on RDMA-class providers that "    \
                   "offer it (efa, verbs;ofi_rxm), tagged otherwise. Both sides must agree.")       \
+  WEFT_PARAM_ENUM(                                                                                 \
+      ofi_tag_matching, "WEFT_OFI_TAG_MATCHING", "auto", "auto|provider|weft",                     \
+      "rdma protocol: who matches its connection, clear-to-send and eager messages. "              \
+      "provider: libfabric's tagged messages; weft: plain messages with the tag in "               \
+      "remote CQ data, matched by weft (what efa's efa-direct fabric needs: it has no "            \
+      "FI_TAGGED); auto: weft on efa where libfabric offers efa-direct, provider "                 \
+      "elsewhere. Both sides must agree.")                                                         \
   WEFT_PARAM(ofi_eager_size, "WEFT_OFI_EAGER_SIZE", Size, "8192", 0, 1048576,                      \
              "rdma protocol: messages up to this size go at once into the receiver's bounce "      \
              "buffers instead of waiting for its clear-to-send (0: only empty messages).")         \

@@ -88,6 +88,7 @@ class OfiDataComm : public Interface {
   // deletes the comm, or leaves it to the endpoint if operations remain.
   void close_within(int timeout_ms) {
     cancel_receives();
+    setup_.endpoint->release_id(local_id());
     // Held here: if the endpoint adopts this comm, the comm's own reference
     // to it must not be the last.
     std::shared_ptr<Endpoint> endpoint = setup_.endpoint;
@@ -105,6 +106,8 @@ class OfiDataComm : public Interface {
 
  protected:
   virtual bool in_flight() = 0;
+  // The id this endpoint gave the comm, which its peer's messages name.
+  virtual uint32_t local_id() const = 0;
   virtual void cancel_receives() {}
 
   // Reads completions on every rail.

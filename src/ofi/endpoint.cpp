@@ -40,7 +40,15 @@ ncclResult_t Endpoint::open(const fi_info* info, const std::string& device_name,
   endpoint->rma_ = (info->caps & FI_RMA) != 0;
   endpoint->rdma_ = options.rdma && endpoint->rma_;
   endpoint->max_write_size_ = info->ep_attr->max_msg_size;
+  endpoint->weft_matching_ = options.weft_matching && endpoint->rdma_;
   endpoint->eager_size_ = options.eager_size;
+  if (endpoint->weft_matching_) {
+    // A pool buffer takes the largest message: an eager one (size capped to
+    // what the fabric sends in one message) or a control message.
+    size_t max_send = std::max<size_t>(info->ep_attr->max_msg_size, kMinPoolSlot);
+    endpoint->eager_size_ = std::min(options.eager_size, max_send - kEagerMargin);
+    endpoint->pool_slot_size_ = std::max(endpoint->eager_size_ + kEagerMargin, kMinPoolSlot);
+  }
   endpoint->eager_buffers_ = std::clamp(options.eager_buffers, 1, 255);
   endpoint->max_message_ = options.max_message;
   endpoint->iov_limit_ = info->tx_attr != nullptr ? info->tx_attr->iov_limit : 1;
@@ -72,7 +80,8 @@ ncclResult_t Endpoint::open(const fi_info* info, const std::string& device_name,
   endpoint->av_.reset(av);
 
   fi_cq_attr cq_attr{};
-  cq_attr.format = FI_CQ_FORMAT_TAGGED;
+  // Fabrics without FI_TAGGED (efa-direct) have no tagged entry format.
+  cq_attr.format = endpoint->weft_matching_ ? FI_CQ_FORMAT_DATA : FI_CQ_FORMAT_TAGGED;
   cq_attr.size = static_cast<size_t>(options.cq_size);
   cq_attr.wait_obj = FI_WAIT_NONE;
   fid_cq* cq = nullptr;
@@ -107,12 +116,17 @@ ncclResult_t Endpoint::open(const fi_info* info, const std::string& device_name,
     explain_enable_failure(device_name, info, rc);
     return result;
   }
+  endpoint->enabled_ = true;
 
   size_t address_size = sizeof(endpoint->local_address_);
   rc = fi_getname(&ep->fid, endpoint->local_address_, &address_size);
   if (rc != 0) return endpoint->fail("fi_getname", rc);
   endpoint->local_address_size_ = address_size;
 
+  if (endpoint->weft_matching_) {
+    ncclResult_t result = endpoint->open_message_pool();
+    if (result != ncclSuccess) return result;
+  }
   if (endpoint->flush_ == FlushMethod::Read || endpoint->rdma_) {
     // Flush reads and eager copies into GPU memory target this endpoint.
     ncclResult_t result = endpoint->open_flush_target();
@@ -136,6 +150,11 @@ ncclResult_t Endpoint::settle_efa_settings() {
   wanted.gpu = gpu_memory_;
   wanted.rdma = rdma_;
   EfaOutcome outcome = apply_efa_settings(calls, wanted, device_name_);
+  if (wanted.rdma && !outcome.writes_native && weft_matching_) {
+    WEFT_WARN("%s: %s on this endpoint, unlike at init, and its fabric has no tagged protocol",
+              device_name_.c_str(), outcome.writes_reason.c_str());
+    return ncclSystemError;
+  }
   if (wanted.rdma && !outcome.writes_native) {
     WEFT_WARN("%s: %s on this endpoint, unlike at init: using the tagged protocol",
               device_name_.c_str(), outcome.writes_reason.c_str());
@@ -165,11 +184,13 @@ Endpoint::~Endpoint() {
                 (unsigned long long)stats.uncached, (unsigned long long)stats.live);
     }
   }
-  if (ep_ && cq_) drain_before_close(cq_.get());
+  // Reading the queue of an endpoint that never enabled crashes shm.
+  if (ep_ && cq_ && enabled_) drain_before_close(cq_.get());
   // Close the endpoint first: after that no completion can reach an orphan.
   ep_.reset();
   orphans_.clear();
   if (flush_mr_ != nullptr) fi_close(&flush_mr_->fid);
+  if (pool_mr_ != nullptr) fi_close(&pool_mr_->fid);
   av_.reset();
   cq_.reset();
   if (domain_) {
@@ -196,6 +217,31 @@ ncclResult_t Endpoint::open_flush_target() {
   return ncclSuccess;
 }
 
+ncclResult_t Endpoint::open_message_pool() {
+  size_t bytes = pool_slot_size_ * kPoolSlots;
+  pool_ = std::make_unique<uint8_t[]>(bytes);
+  MemorySource host;
+  Registration registration;
+  const char* failed_call = nullptr;
+  int rc = register_region(pool_.get(), bytes, host, pool_.get(), &registration, &failed_call);
+  if (rc != 0) return fail(failed_call, rc);
+  pool_mr_ = registration.mr;
+  pool_descriptor_ = registration.descriptor;
+  pool_ops_ = std::make_unique<OpContext[]>(kPoolSlots);
+  unposted_.reserve(kPoolSlots);
+  matcher_ = std::make_unique<MessageMatcher>(kPoolSlots, pool_.get(), pool_slot_size_);
+  std::lock_guard<std::mutex> lock(io_mutex_);
+  for (int slot = 0; slot < kPoolSlots; ++slot) {
+    pool_ops_[slot].slot = static_cast<uint32_t>(slot);
+    post_pool_slot(slot);
+  }
+  WEFT_INFO(NCCL_INIT | NCCL_NET,
+            "%s: weft matches the control messages: %d receive buffers of %zu bytes, eager "
+            "messages up to %zu bytes",
+            device_name_.c_str(), kPoolSlots, pool_slot_size_, eager_size_);
+  return ncclSuccess;
+}
+
 bool Endpoint::probe_writes(std::string* problem) {
   fi_context2 context{};
   auto base = reinterpret_cast<uintptr_t>(flush_buffer_);
@@ -216,6 +262,10 @@ bool Endpoint::probe_writes(std::string* problem) {
   while (!(local && remote_seen)) {
     rc = fi_cq_read(cq_.get(), &entry, 1);
     if (rc == 1) {
+      if (is_pool_op(entry.op_context)) {
+        std::lock_guard<std::mutex> lock(io_mutex_);
+        post_pool_slot(static_cast<int>(static_cast<OpContext*>(entry.op_context)->slot));
+      }
       if ((entry.flags & FI_REMOTE_WRITE) != 0) {
         remote_seen = true;
         write_lengths_reported_ = entry.len == 8;
@@ -248,10 +298,25 @@ bool Endpoint::probe_writes(std::string* problem) {
 }
 
 uint32_t Endpoint::next_id() {
+  // Weft's matching carries ids in 30 bits (message_matcher.h).
+  const uint32_t mask = weft_matching_ ? kMaxCompactId : kMaxCommId;
   for (;;) {
-    uint32_t id = next_id_.fetch_add(1, std::memory_order_relaxed) & kMaxCommId;
-    if (id != 0) return id;
+    uint32_t id = next_id_.fetch_add(1, std::memory_order_relaxed) & mask;
+    if (id == 0) continue;
+    if (weft_matching_) {
+      std::lock_guard<std::mutex> lock(io_mutex_);
+      matcher_->open_id(id);
+    }
+    return id;
   }
+}
+
+void Endpoint::release_id(uint32_t id) {
+  if (!weft_matching_) return;
+  std::vector<int> released;
+  std::lock_guard<std::mutex> lock(io_mutex_);
+  matcher_->close_id(id, &released);
+  for (int slot : released) post_pool_slot(slot);
 }
 
 void Endpoint::adopt(std::unique_ptr<Comm> orphan) {

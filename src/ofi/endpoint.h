@@ -21,6 +21,7 @@
 #include "ofi/completion.h"
 #include "ofi/completion_reorder.h"
 #include "ofi/fabric_ptr.h"
+#include "ofi/message_matcher.h"
 #include "ofi/registration.h"
 #include "ofi/remote_write_target.h"
 #include "weft/transport.h"
@@ -50,6 +51,9 @@ struct EndpointOptions {
   size_t eager_size = 8192;
   int eager_buffers = 16;
   uint64_t max_message = 1ull << 32;  // maxP2pBytes
+  // RDMA protocol on a fabric without FI_TAGGED: weft matches the control
+  // messages itself (message_matcher.h).
+  bool weft_matching = false;
 };
 
 // Its member definitions live in one file per idea: endpoint.cpp (open,
@@ -67,8 +71,12 @@ class Endpoint final : public Poller, public OrphanKeeper {
   Endpoint(const Endpoint&) = delete;
   Endpoint& operator=(const Endpoint&) = delete;
 
-  // Ids for listeners and comms, unique on this endpoint, in 1..2^31-1.
+  // Ids for listeners and comms, unique on this endpoint, in 1..2^31-1
+  // (2^30-1 when weft matches). A closing listener or comm gives its id
+  // back once it cancelled its receives, so that weft's matching drops what
+  // still arrives for it.
   uint32_t next_id();
+  void release_id(uint32_t id);
   // Keeps a closed comm whose operations could not be finished or cancelled
   // in time: its memory must stay valid until the endpoint stops producing
   // completions.
@@ -130,6 +138,8 @@ class Endpoint final : public Poller, public OrphanKeeper {
   const std::string& device_name() const { return device_name_; }
   const std::string& provider_name() const { return provider_name_; }
   bool rdma() const { return rdma_; }
+  // Control messages are plain messages matched by weft, not the provider.
+  bool weft_matching() const { return weft_matching_; }
   // Whether the target's completion of a write reports its length (libfabric
   // 1.17's tcp;ofi_rxm reports 0): otherwise senders add a size notice.
   bool write_lengths_reported() const { return write_lengths_reported_; }
@@ -165,6 +175,19 @@ class Endpoint final : public Poller, public OrphanKeeper {
   // Delivers `count` fresh entries, or through the reordering window.
   void deliver(fi_cq_tagged_entry* entries, ssize_t count);
   void dispatch(const fi_cq_tagged_entry& entry);
+  // Reads up to `count` entries in the queue's format (tagged, or data
+  // entries widened to tagged ones when weft matches).
+  ssize_t read_queue(fi_cq_tagged_entry* entries, size_t count);
+
+  // Weft's own matching (weft_matching_): the pool of receive buffers that
+  // every control message and, where the provider consumes a receive per
+  // write (FI_RX_CQ_DATA), every remote write lands in. The I/O lock is held.
+  ncclResult_t open_message_pool();
+  void post_pool_slot(int slot);
+  bool is_pool_op(const void* op_context) const;
+  void receive_message(const fi_cq_tagged_entry& entry, int slot);
+  void pool_error(const fi_cq_err_entry& error, int slot);
+  void deliver_matched();
 
   FabricPtr<fid_fabric> fabric_;
   FabricPtr<fid_domain> domain_;
@@ -188,6 +211,18 @@ class Endpoint final : public Poller, public OrphanKeeper {
   std::vector<RemoteWriteTarget*> write_targets_;  // by immediate target index
   std::vector<uint16_t> free_write_targets_;
   CompletionReorder reorder_;
+  bool weft_matching_ = false;
+  bool enabled_ = false;
+  static constexpr int kPoolSlots = 512;
+  static constexpr size_t kMinPoolSlot = 4096;  // every control message fits
+  static constexpr size_t kEagerMargin = 64;    // an eager message's header fits
+  size_t pool_slot_size_ = 0;
+  std::unique_ptr<uint8_t[]> pool_;
+  fid_mr* pool_mr_ = nullptr;
+  void* pool_descriptor_ = nullptr;
+  std::unique_ptr<OpContext[]> pool_ops_;
+  std::vector<int> unposted_;  // pool slots to post again (the provider said EAGAIN)
+  std::unique_ptr<MessageMatcher> matcher_;
   // Target of flush reads, registered once; fi_addr of this endpoint.
   uint64_t flush_buffer_[8] = {};
   fid_mr* flush_mr_ = nullptr;

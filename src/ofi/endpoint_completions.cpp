@@ -12,7 +12,16 @@ ncclResult_t Endpoint::poll() {
   fi_cq_tagged_entry entries[kMaxBatch];
   // Completion callbacks run under the lock; they only record results.
   std::lock_guard<std::mutex> lock(io_mutex_);
-  ssize_t count = fi_cq_read(cq_.get(), entries, static_cast<size_t>(cq_read_count_));
+  if (weft_matching_) {
+    while (!unposted_.empty()) {
+      int slot = unposted_.back();
+      unposted_.pop_back();
+      post_pool_slot(slot);
+      if (!unposted_.empty() && unposted_.back() == slot) break;  // still EAGAIN
+    }
+    deliver_matched();
+  }
+  ssize_t count = read_queue(entries, static_cast<size_t>(cq_read_count_));
   if (count > 0) {
     deliver(entries, count);
     return ncclSuccess;
@@ -25,6 +34,10 @@ ncclResult_t Endpoint::poll() {
     fi_cq_err_entry error{};
     ssize_t rc = fi_cq_readerr(cq_.get(), &error, 0);
     if (rc < 0) return rc == -FI_EAGAIN ? ncclSuccess : fail("fi_cq_readerr", (int)rc);
+    if (is_pool_op(error.op_context)) {
+      pool_error(error, static_cast<int>(static_cast<OpContext*>(error.op_context)->slot));
+      return ncclSuccess;
+    }
     char text[256];
     const char* detail =
         fi_cq_strerror(cq_.get(), error.prov_errno, error.err_data, text, sizeof(text));
@@ -42,6 +55,22 @@ ncclResult_t Endpoint::poll() {
   return ncclSystemError;
 }
 
+ssize_t Endpoint::read_queue(fi_cq_tagged_entry* entries, size_t count) {
+  if (!weft_matching_) return fi_cq_read(cq_.get(), entries, count);
+  // Fabrics without FI_TAGGED (efa-direct) offer no tagged entry format.
+  fi_cq_data_entry data[kMaxBatch];
+  ssize_t read = fi_cq_read(cq_.get(), data, count);
+  for (ssize_t i = 0; i < read; ++i) {
+    entries[i].op_context = data[i].op_context;
+    entries[i].flags = data[i].flags;
+    entries[i].len = data[i].len;
+    entries[i].buf = data[i].buf;
+    entries[i].data = data[i].data;
+    entries[i].tag = 0;
+  }
+  return read;
+}
+
 void Endpoint::deliver(fi_cq_tagged_entry* entries, ssize_t count) {
   if (!reorder_.active()) {
     for (ssize_t i = 0; i < count; ++i) dispatch(entries[i]);
@@ -52,6 +81,10 @@ void Endpoint::deliver(fi_cq_tagged_entry* entries, ssize_t count) {
 }
 
 void Endpoint::dispatch(const fi_cq_tagged_entry& entry) {
+  if (is_pool_op(entry.op_context)) {
+    receive_message(entry, static_cast<int>(static_cast<OpContext*>(entry.op_context)->slot));
+    return;
+  }
   if ((entry.flags & FI_REMOTE_WRITE) != 0 && (entry.flags & FI_REMOTE_CQ_DATA) != 0) {
     // A peer's data write: the immediate names the receiving comm.
     auto index = static_cast<uint16_t>(entry.data >> 16);
@@ -70,6 +103,70 @@ void Endpoint::dispatch(const fi_cq_tagged_entry& entry) {
   if (op == nullptr || op->target == nullptr) return;
   const uint64_t* data = (entry.flags & FI_REMOTE_CQ_DATA) ? &entry.data : nullptr;
   op->target->on_complete(op->slot, entry.len, data);
+}
+
+// Weft's own matching --------------------------------------------------------
+
+bool Endpoint::is_pool_op(const void* op_context) const {
+  if (!pool_ops_ || op_context == nullptr) return false;
+  auto* op = static_cast<const OpContext*>(op_context);
+  return op >= pool_ops_.get() && op < pool_ops_.get() + kPoolSlots;
+}
+
+void Endpoint::post_pool_slot(int slot) {
+  ssize_t rc =
+      fi_recv(ep_.get(), pool_.get() + static_cast<size_t>(slot) * pool_slot_size_, pool_slot_size_,
+              pool_descriptor_, FI_ADDR_UNSPEC, &pool_ops_[slot].provider_context);
+  if (rc == 0) return;
+  if (rc == -FI_EAGAIN) {
+    unposted_.push_back(slot);  // posted again by a later poll()
+    return;
+  }
+  WEFT_WARN("%s: posting a message receive buffer failed: %s; one fewer of %d stays posted",
+            device_name_.c_str(), fi_strerror((int)-rc), kPoolSlots);
+}
+
+void Endpoint::receive_message(const fi_cq_tagged_entry& entry, int slot) {
+  if ((entry.flags & FI_REMOTE_WRITE) != 0) {
+    // FI_RX_CQ_DATA: a peer's write used up one of our receives.
+    fi_cq_tagged_entry write = entry;
+    write.op_context = nullptr;
+    dispatch(write);
+    post_pool_slot(slot);
+    return;
+  }
+  if ((entry.flags & FI_REMOTE_CQ_DATA) == 0) {
+    WEFT_WARN("%s: dropping a message of %zu bytes that carries no tag (not from weft?)",
+              device_name_.c_str(), entry.len);
+    post_pool_slot(slot);
+    return;
+  }
+  if (matcher_->arrive(expand_tag(static_cast<uint32_t>(entry.data)), slot, entry.len)) {
+    post_pool_slot(slot);
+  }
+  deliver_matched();
+}
+
+void Endpoint::pool_error(const fi_cq_err_entry& error, int slot) {
+  // Cancelled only when the endpoint closes; anything else loses a message.
+  if (error.err == FI_ECANCELED) return;
+  WEFT_WARN("%s: a message receive buffer failed: %s (%zu bytes beyond its %zu)",
+            device_name_.c_str(), fi_strerror(error.err), error.olen, pool_slot_size_);
+  post_pool_slot(slot);
+}
+
+void Endpoint::deliver_matched() {
+  matcher_->drain([](const MessageMatcher::Completion& done) {
+    OpContext* op = done.context;
+    if (op == nullptr || op->target == nullptr) return;
+    if (done.error == 0) {
+      uint64_t size = done.length;  // what the provider's immediate would say
+      op->target->on_complete(op->slot, done.length, &size);
+    } else {
+      op->target->on_error(op->slot, done.error, done.overflow,
+                           done.error == kTruncated ? "message truncated" : "cancelled");
+    }
+  });
 }
 
 uint16_t Endpoint::attach_write_target(RemoteWriteTarget* target) {

@@ -1,5 +1,6 @@
 // Posting data operations: one call into the provider each, under the I/O
 // lock. EAGAIN goes back to the caller, which polls and retries later.
+#include <rdma/fi_errno.h>
 #include <rdma/fi_rma.h>
 #include <rdma/fi_tagged.h>
 
@@ -9,6 +10,14 @@ namespace weft::ofi {
 
 ssize_t Endpoint::send(const void* buffer, size_t size, void* descriptor, fi_addr_t peer,
                        uint64_t tag, OpContext* context) {
+  if (weft_matching_) {
+    // The compact tag travels as immediate data; the receiver matches it.
+    uint32_t compact = 0;
+    if (!compact_tag(tag, &compact) || size > pool_slot_size_) return -FI_EINVAL;
+    std::lock_guard<std::mutex> lock(io_mutex_);
+    return fi_senddata(ep_.get(), buffer, size, descriptor, compact, peer,
+                       &context->provider_context);
+  }
   // The size travels as immediate data so the receiver can detect truncation.
   std::lock_guard<std::mutex> lock(io_mutex_);
   return fi_tsenddata(ep_.get(), buffer, size, descriptor, size, peer, tag,
@@ -16,6 +25,12 @@ ssize_t Endpoint::send(const void* buffer, size_t size, void* descriptor, fi_add
 }
 
 ssize_t Endpoint::inject(const void* buffer, size_t size, fi_addr_t peer, uint64_t tag) {
+  if (weft_matching_) {
+    uint32_t compact = 0;
+    if (!compact_tag(tag, &compact) || size > pool_slot_size_) return -FI_EINVAL;
+    std::lock_guard<std::mutex> lock(io_mutex_);
+    return fi_injectdata(ep_.get(), buffer, size, compact, peer);
+  }
   std::lock_guard<std::mutex> lock(io_mutex_);
   return fi_tinjectdata(ep_.get(), buffer, size, size, peer, tag);
 }
@@ -23,12 +38,24 @@ ssize_t Endpoint::inject(const void* buffer, size_t size, fi_addr_t peer, uint64
 ssize_t Endpoint::receive(void* buffer, size_t size, void* descriptor, uint64_t tag,
                           OpContext* context) {
   std::lock_guard<std::mutex> lock(io_mutex_);
+  if (weft_matching_) {
+    // Completed by a later poll(), also when a held message matches now.
+    int released = -1;
+    matcher_->post(tag, buffer, size, context, &released);
+    if (released >= 0) post_pool_slot(released);
+    return 0;
+  }
   return fi_trecv(ep_.get(), buffer, size, descriptor, FI_ADDR_UNSPEC, tag, 0,
                   &context->provider_context);
 }
 
 void Endpoint::cancel(OpContext* context) {
   std::lock_guard<std::mutex> lock(io_mutex_);
+  if (weft_matching_) {
+    // Not found: it matched already and its completion is on its way.
+    matcher_->cancel(context);
+    return;
+  }
   fi_cancel(&ep_->fid, &context->provider_context);
 }
 
@@ -37,6 +64,19 @@ ssize_t Endpoint::send_with_header(const void* header, size_t header_size, void*
                                    fi_addr_t peer, uint64_t tag, OpContext* context) {
   iovec iov[2] = {{const_cast<void*>(header), header_size}, {const_cast<void*>(data), size}};
   void* descriptors[2] = {header_descriptor, data_descriptor};
+  if (weft_matching_) {
+    uint32_t compact = 0;
+    if (!compact_tag(tag, &compact) || header_size + size > pool_slot_size_) return -FI_EINVAL;
+    fi_msg message{};
+    message.msg_iov = iov;
+    message.desc = descriptors;
+    message.iov_count = size > 0 ? 2 : 1;
+    message.addr = peer;
+    message.context = &context->provider_context;
+    message.data = compact;
+    std::lock_guard<std::mutex> lock(io_mutex_);
+    return fi_sendmsg(ep_.get(), &message, FI_REMOTE_CQ_DATA | FI_COMPLETION);
+  }
   std::lock_guard<std::mutex> lock(io_mutex_);
   return fi_tsendv(ep_.get(), iov, descriptors, size > 0 ? 2 : 1, peer, tag,
                    &context->provider_context);

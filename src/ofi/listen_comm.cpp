@@ -111,12 +111,14 @@ void OfiListenComm::close() {
   if (accepting_) accepting_.release()->close();
   if (posted_ && !arrived_.load(std::memory_order_acquire)) {
     endpoint_->cancel(&op_);
+    endpoint_->release_id(listen_id_);
     std::shared_ptr<Endpoint> endpoint = endpoint_;
     finish_close(
         this, *endpoint, *endpoint, setup_.close_timeout_ms,
         [this] { return arrived_.load(std::memory_order_acquire); }, [this] { endpoint_.reset(); });
     return;
   }
+  endpoint_->release_id(listen_id_);
   delete this;
 }
 

@@ -47,7 +47,13 @@ ncclResult_t OfiTransport::settle_efa_settings(DiscoveredDevice* found, Rail* ra
                 name.c_str(), outcome.writes_reason.c_str());
       return ncclInvalidUsage;
     }
+    if ((found->info->caps & FI_TAGGED) == 0) {
+      WEFT_WARN("%s: %s, and fabric %s has no tagged messages for the tagged protocol",
+                name.c_str(), outcome.writes_reason.c_str(), found->info->fabric_attr->name);
+      return ncclSystemError;
+    }
     rail->protocol.protocol = Protocol::Tagged;
+    rail->protocol.weft_matching = false;
     rail->protocol.reason = outcome.writes_reason;
     WEFT_INFO(NCCL_INIT | NCCL_NET, "%s: tagged protocol (%s)", name.c_str(),
               outcome.writes_reason.c_str());
@@ -88,14 +94,17 @@ ncclResult_t OfiTransport::create(const Params& params, std::unique_ptr<Transpor
     found.properties.reg_is_global = params.mr_cache;
     found.properties.force_flush = params.force_flush;
     rail->gpu = enable_gpu_memory(&found, transport->cuda_, params);
-    result = choose_protocol(&found, params.ofi_protocol, &rail->protocol);
+    result = choose_protocol(&found, params.ofi_protocol, params.ofi_tag_matching, &rail->protocol);
     if (result != ncclSuccess) return result;
     if (is_efa_provider(found.info->fabric_attr->prov_name)) {
       result = transport->settle_efa_settings(&found, rail.get());
       if (result != ncclSuccess) return result;
     }
+    // Both sides must match control messages the same way: weft's compact
+    // tags never meet the provider's.
     rail->provider_hash = fnv1a_32(std::string(found.info->fabric_attr->prov_name) + "/" +
-                                   std::to_string(found.info->addr_format));
+                                   std::to_string(found.info->addr_format) +
+                                   (rail->protocol.weft_matching ? "/weft-matching" : ""));
     WEFT_INFO(NCCL_INIT, "NIC %zu: %s (provider %s, fabric %s, %s protocol, %d Mbps%s%s)",
               transport->rails_.size(), found.properties.name.c_str(),
               found.info->fabric_attr->prov_name,
@@ -269,6 +278,7 @@ ncclResult_t OfiTransport::endpoint_for(int rail, std::shared_ptr<Endpoint>* out
     options.dmabuf = device.gpu.dmabuf;
     options.flush = device.gpu.flush;
     options.rdma = device.protocol.protocol == Protocol::Rdma;
+    options.weft_matching = options.rdma && device.protocol.weft_matching;
     options.eager_size = static_cast<size_t>(params_.ofi_eager_size);
     options.eager_buffers = static_cast<int>(params_.ofi_eager_buffers);
     options.max_message = device.discovered.properties.max_p2p_bytes;

@@ -1,5 +1,6 @@
 #include "ofi/protocol_choice.h"
 
+#include "ofi/provider_discovery.h"
 #include "weft/log.h"
 
 namespace weft::ofi {
@@ -32,23 +33,54 @@ ProtocolChoice decide_protocol(const std::string& setting, const std::string& pr
 }
 
 ncclResult_t choose_protocol(DiscoveredDevice* device, const std::string& setting,
-                             ProtocolChoice* choice) {
+                             const std::string& matching, ProtocolChoice* choice) {
   const fi_info* info = device->info.get();
   std::string provider = info->fabric_attr->prov_name;
   InfoPtr variant;
+  InfoPtr message_variant;
   if (setting != "tagged") {
     uint64_t caps =
         FI_RMA | FI_WRITE | FI_REMOTE_WRITE | FI_READ | FI_REMOTE_READ | (info->caps & FI_HMEM);
-    variant = find_variant(info, caps, info->domain_attr->mr_mode & FI_MR_HMEM);
-    if (variant && variant->domain_attr->cq_data_size < 4) variant.reset();
+    uint64_t mr_mode = info->domain_attr->mr_mode & FI_MR_HMEM;
+    // auto: only a fabric that has no FI_TAGGED is worth weft's matching.
+    if (matching == "weft" || (matching == "auto" && is_efa_provider(provider))) {
+      message_variant = find_message_variant(info, caps, mr_mode, matching == "auto");
+      if (message_variant && message_variant->domain_attr->cq_data_size < 4) {
+        message_variant.reset();
+      }
+    }
+    // Each fi_getinfo costs (tcp lists every interface): ask only when needed.
+    if (!message_variant) {
+      variant = find_variant(info, caps, mr_mode);
+      if (variant && variant->domain_attr->cq_data_size < 4) variant.reset();
+    }
   }
-  *choice = decide_protocol(setting, provider, variant != nullptr);
+  *choice = decide_protocol(setting, provider, variant != nullptr || message_variant != nullptr);
   if (setting == "rdma" && choice->protocol != Protocol::Rdma) {
     WEFT_WARN("%s: %s; use WEFT_OFI_PROTOCOL=tagged or auto on this provider",
               device->properties.name.c_str(), choice->reason.c_str());
     return ncclInvalidUsage;
   }
-  if (choice->protocol == Protocol::Rdma) device->info = std::move(variant);
+  if (choice->protocol == Protocol::Rdma && matching == "weft" && !message_variant) {
+    WEFT_WARN(
+        "%s: WEFT_OFI_TAG_MATCHING=weft, but %s offers no plain messages (FI_MSG) with RMA "
+        "writes here; use WEFT_OFI_TAG_MATCHING=auto",
+        device->properties.name.c_str(), provider.c_str());
+    return ncclInvalidUsage;
+  }
+  if (choice->protocol == Protocol::Rdma) {
+    if (message_variant) {
+      choice->weft_matching = true;
+      choice->reason +=
+          std::string("; weft matches its messages on fabric ") +
+          message_variant->fabric_attr->name +
+          ((message_variant->caps & FI_TAGGED) == 0 ? ", which has no FI_TAGGED" : "") +
+          ((message_variant->mode & FI_RX_CQ_DATA) != 0 ? ", remote writes consume a receive" : "");
+      device->info = std::move(message_variant);
+    } else {
+      device->info = std::move(variant);
+    }
+  }
   WEFT_INFO(NCCL_INIT | NCCL_NET, "%s: %s protocol (%s)", device->properties.name.c_str(),
             protocol_name(choice->protocol), choice->reason.c_str());
   return ncclSuccess;

@@ -74,6 +74,33 @@ InfoPtr find_variant(const fi_info* base, uint64_t extra_caps, uint64_t extra_mr
   return nullptr;
 }
 
+InfoPtr find_message_variant(const fi_info* base, uint64_t extra_caps, uint64_t extra_mr_mode,
+                             bool only_untagged) {
+  for (uint64_t rx_cq_data : {uint64_t{0}, uint64_t{FI_RX_CQ_DATA}}) {
+    InfoPtr hints = make_hints(base->fabric_attr->prov_name, extra_caps, extra_mr_mode);
+    if (!hints) return nullptr;
+    hints->caps = FI_MSG | FI_SEND | FI_RECV | extra_caps;
+    hints->mode |= rx_cq_data;
+    // weft's matching takes messages in any order (the RDMA protocol numbers them).
+    hints->tx_attr->msg_order = 0;
+    hints->rx_attr->msg_order = 0;
+    hints->domain_attr->name = strdup(base->domain_attr->name);
+    fi_info* found = nullptr;
+    int rc = fi_getinfo(fabric_api_version(), nullptr, nullptr, 0, hints.get(), &found);
+    InfoPtr all(found);
+    if (rc != 0) continue;
+    for (fi_info* info = all.get(); info != nullptr; info = info->next) {
+      if (std::strcmp(info->fabric_attr->prov_name, base->fabric_attr->prov_name) == 0 &&
+          std::strcmp(info->domain_attr->name, base->domain_attr->name) == 0 &&
+          (info->caps & extra_caps) == extra_caps &&
+          (!only_untagged || (info->caps & FI_TAGGED) == 0)) {
+        return InfoPtr(fi_dupinfo(info));
+      }
+    }
+  }
+  return nullptr;
+}
+
 namespace {
 
 std::string pci_path_of(const fi_info* info) {

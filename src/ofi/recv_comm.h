@@ -35,6 +35,7 @@ class OfiRecvComm final : public OfiDataComm<RecvComm>, public CompletionTarget 
 
  protected:
   bool in_flight() override;
+  uint32_t local_id() const override { return local_id_; }
   void cancel_receives() override;
 
  private:

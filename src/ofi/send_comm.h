@@ -29,6 +29,7 @@ class OfiSendComm final : public OfiDataComm<SendComm>, public CompletionTarget 
 
  protected:
   bool in_flight() override;
+  uint32_t local_id() const override { return local_id_; }
   void cancel_receives() override;
 
  private:

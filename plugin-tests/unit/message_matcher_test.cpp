@@ -1,0 +1,141 @@
+#include "ofi/message_matcher.h"
+
+#include <rdma/fi_errno.h>
+
+#include <catch2/catch.hpp>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "ofi/tag_layout.h"
+
+using namespace weft;
+using namespace weft::ofi;
+
+namespace {
+
+constexpr size_t kSlot = 64;
+
+struct Pool {
+  std::vector<uint8_t> bytes = std::vector<uint8_t>(8 * kSlot);
+  MessageMatcher matcher{8, bytes.data(), kSlot};
+  // Writes `text` into pool slot `slot` as the provider would.
+  size_t fill(int slot, const std::string& text) {
+    std::memcpy(bytes.data() + slot * kSlot, text.data(), text.size());
+    return text.size();
+  }
+  std::vector<MessageMatcher::Completion> drain() {
+    std::vector<MessageMatcher::Completion> out;
+    matcher.drain([&](const MessageMatcher::Completion& c) { out.push_back(c); });
+    return out;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("compact tags carry the kind and a 30-bit id, and only control tags", "[unit][matcher]") {
+  for (uint64_t tag : {connect_tag(1), ack_tag(7), cts_tag(kMaxCompactId), eager_tag(12345)}) {
+    uint32_t compact = 0;
+    REQUIRE(compact_tag(tag, &compact));
+    CHECK(expand_tag(compact) == tag);
+  }
+  uint32_t compact = 0;
+  CHECK_FALSE(compact_tag(data_tag(5, 0), &compact));
+  CHECK_FALSE(compact_tag(eager_tag(kMaxCompactId + 1), &compact));
+  uint32_t a = 0, b = 0;
+  REQUIRE(compact_tag(cts_tag(9), &a));
+  REQUIRE(compact_tag(eager_tag(9), &b));
+  CHECK(a != b);
+}
+
+TEST_CASE("a message goes to the oldest receive posted for its tag, bytes copied",
+          "[unit][matcher]") {
+  Pool pool;
+  pool.matcher.open_id(3);
+  OpContext first, second, other;
+  char a[16] = {}, b[16] = {}, c[16] = {};
+  int released = 0;
+  pool.matcher.post(eager_tag(3), a, sizeof(a), &first, &released);
+  pool.matcher.post(eager_tag(3), b, sizeof(b), &second, &released);
+  pool.matcher.post(cts_tag(3), c, sizeof(c), &other, &released);
+  CHECK(released == -1);
+  CHECK(pool.matcher.arrive(eager_tag(3), 2, pool.fill(2, "hello")));
+  CHECK(pool.matcher.arrive(eager_tag(3), 5, pool.fill(5, "world!")));
+  auto done = pool.drain();
+  REQUIRE(done.size() == 2);
+  CHECK(done[0].context == &first);
+  CHECK(done[0].length == 5);
+  CHECK(done[0].error == 0);
+  CHECK(std::string(a, 5) == "hello");
+  CHECK(done[1].context == &second);
+  CHECK(std::string(b, 6) == "world!");
+  CHECK(c[0] == 0);  // another tag's receive is untouched
+}
+
+TEST_CASE("a message with no receive is held in its slot until one is posted", "[unit][matcher]") {
+  Pool pool;
+  pool.matcher.open_id(4);
+  CHECK_FALSE(pool.matcher.arrive(ack_tag(4), 6, pool.fill(6, "early")));
+  CHECK(pool.matcher.held() == 1);
+  CHECK(pool.drain().empty());
+  OpContext op;
+  char buffer[16] = {};
+  int released = -1;
+  pool.matcher.post(ack_tag(4), buffer, sizeof(buffer), &op, &released);
+  CHECK(released == 6);  // the slot may be posted again
+  CHECK(pool.matcher.held() == 0);
+  auto done = pool.drain();
+  REQUIRE(done.size() == 1);
+  CHECK(done[0].context == &op);
+  CHECK(std::string(buffer, 5) == "early");
+}
+
+TEST_CASE("a message larger than the receive is a truncation, nothing copied", "[unit][matcher]") {
+  Pool pool;
+  pool.matcher.open_id(2);
+  OpContext op;
+  char buffer[4] = {'x', 'x', 'x', 'x'};
+  int released = -1;
+  pool.matcher.post(connect_tag(2), buffer, sizeof(buffer), &op, &released);
+  CHECK(pool.matcher.arrive(connect_tag(2), 0, pool.fill(0, "too long")));
+  auto done = pool.drain();
+  REQUIRE(done.size() == 1);
+  CHECK(done[0].error == kTruncated);
+  CHECK(done[0].overflow == 4);
+  CHECK(std::string(buffer, 4) == "xxxx");
+}
+
+TEST_CASE("cancel removes a posted receive and reports it cancelled", "[unit][matcher]") {
+  Pool pool;
+  pool.matcher.open_id(8);
+  OpContext kept, gone;
+  char a[8] = {}, b[8] = {};
+  int released = -1;
+  pool.matcher.post(cts_tag(8), a, sizeof(a), &gone, &released);
+  pool.matcher.post(cts_tag(8), b, sizeof(b), &kept, &released);
+  CHECK(pool.matcher.cancel(&gone));
+  CHECK_FALSE(pool.matcher.cancel(&gone));  // not posted any more
+  auto done = pool.drain();
+  REQUIRE(done.size() == 1);
+  CHECK(done[0].context == &gone);
+  CHECK(done[0].error == FI_ECANCELED);
+  CHECK(pool.matcher.arrive(cts_tag(8), 1, pool.fill(1, "cts")));
+  done = pool.drain();
+  REQUIRE(done.size() == 1);
+  CHECK(done[0].context == &kept);
+}
+
+TEST_CASE("messages for closed or unknown ids are dropped, not held", "[unit][matcher]") {
+  Pool pool;
+  CHECK(pool.matcher.arrive(eager_tag(9), 0, pool.fill(0, "stray")));  // never opened
+  pool.matcher.open_id(9);
+  CHECK_FALSE(pool.matcher.arrive(eager_tag(9), 1, pool.fill(1, "late")));
+  CHECK_FALSE(pool.matcher.arrive(cts_tag(9), 2, pool.fill(2, "late")));
+  std::vector<int> released;
+  pool.matcher.close_id(9, &released);
+  CHECK(released.size() == 2);
+  CHECK(pool.matcher.held() == 0);
+  CHECK(pool.matcher.arrive(eager_tag(9), 3, pool.fill(3, "after")));
+  CHECK(pool.matcher.dropped() == 4);
+  CHECK(pool.drain().empty());
+}
