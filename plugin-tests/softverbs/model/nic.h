@@ -69,6 +69,9 @@ class Nic {
   // The QP has work (new WRs, a new route): the NIC looks at it soon.
   void kick(Qp& qp);
   std::shared_ptr<Peer> peer(const std::string& path, pid_t pid);
+  // SRD: where QP `qpn` at `gid` lives (any thread; cached). Leaves
+  // out->peer null when the address names nothing alive.
+  void resolve_srd(uint32_t qpn, const ibv_gid& gid, SrdDest* out);
 
   // Fault injection: called for each send WR posted; returns the status the
   // WR must complete with (success for none).
@@ -111,6 +114,16 @@ class Nic {
   void link_down();
   void port_down(const std::shared_ptr<Context>& context);
   void wake_waiting(Peer& peer);
+  // SRD (srd.cpp): connectionless, unordered, every WR on its own.
+  void pump_srd(const std::shared_ptr<Qp>& qp);
+  void pump_srd_locked(Qp& qp);
+  void execute_srd(Conn& conn, const Frame& f, const std::shared_ptr<Qp>& qp,
+                   std::unique_lock<std::mutex>& lock);
+  void on_response_srd(Conn& conn, const Frame& f, Qp& qp);
+  void finish_read_srd(Conn& conn, Qp& qp);
+  void complete_srd(Qp& qp, size_t index);
+  void fail_srd(Qp& qp, size_t index, ibv_wc_status status, uint32_t vendor_err);
+  void kick_after(Qp& qp, Clock::duration delay);
 
   std::string path_;
   int epoll_fd_ = -1;
@@ -136,6 +149,11 @@ class Nic {
 
   std::mutex peers_mu_;
   std::map<std::string, std::shared_ptr<Peer>> peers_;
+  struct SrdRoute {
+    std::shared_ptr<Peer> peer;
+    std::vector<std::pair<uint8_t, ibv_gid>> ports;
+  };
+  std::unordered_map<uint32_t, SrdRoute> srd_routes_;  // under peers_mu_
 
   // Faults.
   std::atomic<uint64_t> sends_posted_{0};
