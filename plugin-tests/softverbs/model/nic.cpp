@@ -755,6 +755,9 @@ void Nic::finish_payload(Conn& conn) {
           cqe.retired = &qp->rq_retired;
           cqe.index = conn.recv.index;
           if (qp->type == QpType::kSrd) {
+            trace("SRD QP %u <- %u: op %d psn %u len %llu wr_id %#llx", qp->qpn, f.req_qpn,
+                  static_cast<int>(f.op), f.psn, static_cast<unsigned long long>(f.length),
+                  static_cast<unsigned long long>(wc.wr_id));
             // The receiver's AH number for the sender, 0xffff when it has none
             // (then the GID tells who sent it).
             std::memcpy(cqe.sgid.raw, f.sgid, 16);

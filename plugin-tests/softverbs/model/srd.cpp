@@ -56,13 +56,17 @@ void Nic::resolve_srd(uint32_t qpn, const ibv_gid& gid, SrdDest* out) {
   }
   // QP numbers of a dead process may be reused: read the registry again.
   RemoteQp remote;
-  if (!registry_read_qp(qpn, &remote) || !pid_alive(remote.pid)) return;
+  if (!registry_read_qp(qpn, &remote) || !pid_alive(remote.pid)) {
+    log("SRD address: no live QP %u", qpn);
+    return;
+  }
   SrdRoute route;
   route.peer = peer(remote.nic, remote.pid);
   for (const RemotePort& port : remote.ports) {
     for (const ibv_gid& g : port.gids) route.ports.emplace_back(static_cast<uint8_t>(port.port), g);
   }
   pick(route);
+  if (!out->peer) log("SRD address: QP %u has no port with the AH's GID", qpn);
   std::lock_guard<std::mutex> lock(peers_mu_);
   srd_routes_[qpn] = std::move(route);
 }
@@ -154,6 +158,10 @@ void Nic::pump_srd_locked(Qp& qp) {
     f.qkey = wr.dest.qkey;
     std::memcpy(f.sgid, sgid.raw, 16);
     if (wr.rnr_tries > 0 || wr.dropping) count(kRetransmits);
+    trace("SRD QP %u -> %u: op %d psn %u len %llu pieces %zu (first %zu) inline %zu", qp.qpn,
+          wr.dest.qpn, static_cast<int>(wr.opcode), wr.psn,
+          static_cast<unsigned long long>(wr.length), wr.pieces.size(),
+          wr.pieces.empty() ? size_t{0} : wr.pieces[0].len, wr.inline_data.size());
     if (f.payload == 0) {
       queue(*conn, f, nullptr, 0, nullptr);
     } else if (!wr.inline_data.empty()) {
