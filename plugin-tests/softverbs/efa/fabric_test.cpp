@@ -8,6 +8,10 @@
 //                                   registered buffer with its CQ data
 //   softefa-fabric-test efa-direct  messages up to the MTU both ways, and
 //                                   fi_writedata when the fabric offers FI_RMA
+//   softefa-fabric-test FABRIC peer-death  after one message the child dies;
+//                                   the parent's next send must fail with
+//                                   EFA's "unresponsive remote" (13; the efa
+//                                   fabric's RDM layer says 4124 or 4126)
 //
 // Exit 0: all passed; 1: a check failed (the message says which); 77: the
 // provider or fabric is not there (skipped).
@@ -285,7 +289,43 @@ void writes(Side& s, bool writer, const std::vector<size_t>& sizes, int ctl, uin
   fi_close(&mr->fid);
 }
 
-int run(const std::string& fabric, bool parent, int ctl) {
+// The peer is gone: a send must end in an error completion naming it.
+int peer_death(Side& s, bool parent, int ctl) {
+  uint64_t seq = 0;
+  messages(s, parent, {64}, ctl, seq);
+  if (!parent) std::_Exit(0);  // no goodbye: the process just dies
+  char eof;
+  if (read(ctl, &eof, 1) != 0) fail("child still alive", -1);
+  std::vector<uint8_t> buf(64);
+  fid_mr* mr = reg(s, buf, FI_SEND);
+  fi_context2 ctx{};
+  post(s, "send to the dead", [&] {
+    return s.tagged ? fi_tsend(s.ep, buf.data(), buf.size(), fi_mr_desc(mr), s.peer, 1, &ctx)
+                    : fi_send(s.ep, buf.data(), buf.size(), fi_mr_desc(mr), s.peer, &ctx);
+  });
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (std::chrono::steady_clock::now() < deadline) {
+    fi_cq_tagged_entry e;
+    ssize_t rc = fi_cq_read(s.cq, &e, 1);
+    if (rc == 1) fail("send to a dead peer completed", -1);
+    if (rc == -FI_EAVAIL) {
+      fi_cq_err_entry err{};
+      fi_cq_readerr(s.cq, &err, 0);
+      std::printf("softefa-fabric-test: send to a dead peer: error %d, provider error %d (%s)\n",
+                  err.err, err.prov_errno,
+                  fi_cq_strerror(s.cq, err.prov_errno, err.err_data, nullptr, 0));
+      std::fflush(stdout);
+      // efa-direct reports the device's status; the efa fabric (RDM) turns it
+      // into its own "unresponsive receiver" (4124: connection established
+      // before; 4126: handshake not completed).
+      bool rdm_unresponsive = err.prov_errno == 4124 || err.prov_errno == 4126;
+      return err.prov_errno == 13 || (s.tagged && rdm_unresponsive) ? 0 : 1;
+    }
+  }
+  fail("no completion for a send to a dead peer", -FI_ETIMEDOUT);
+}
+
+int run(const std::string& fabric, const std::string& mode, bool parent, int ctl) {
   fi_info* info = find_info(fabric);
   if (info == nullptr) {
     std::fprintf(stderr, "softefa-fabric-test: no efa provider with fabric %s\n", fabric.c_str());
@@ -304,6 +344,8 @@ int run(const std::string& fabric, bool parent, int ctl) {
   std::vector<char> peer(peer_len);
   read_all(ctl, peer.data(), peer_len);
   if (fi_av_insert(s.av, peer.data(), 1, &s.peer, 0, nullptr) != 1) fail("fi_av_insert", -1);
+
+  if (mode == "peer-death") return peer_death(s, parent, ctl);
 
   std::vector<size_t> sizes = {1, 8, 64, 1000, 4096, 8000};
   if (s.max_msg > 65536) {
@@ -335,6 +377,7 @@ int run(const std::string& fabric, bool parent, int ctl) {
 
 int main(int argc, char** argv) {
   std::string fabric = argc > 1 ? argv[1] : "efa";
+  std::string mode = argc > 2 ? argv[2] : "transfer";
   int sv[2];
   if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) != 0) fail("socketpair", -errno);
   std::fflush(stdout);
@@ -342,10 +385,10 @@ int main(int argc, char** argv) {
   if (child < 0) fail("fork", -errno);
   if (child == 0) {
     close(sv[0]);
-    std::_Exit(run(fabric, false, sv[1]));
+    std::_Exit(run(fabric, mode, false, sv[1]));
   }
   close(sv[1]);
-  int rc = run(fabric, true, sv[0]);
+  int rc = run(fabric, mode, true, sv[0]);
   close(sv[0]);  // a child still waiting on the parent sees the end
   int status = 0;
   waitpid(child, &status, 0);

@@ -707,6 +707,7 @@ void Nic::on_frame(Conn& conn, const Frame& frame) {
     case kResponse:
       count(kPacketsReceived);
       if (!conn.outgoing) return;
+      if (conn.peer) conn.peer->answered = true;
       on_response(conn, frame);
       return;
     default:

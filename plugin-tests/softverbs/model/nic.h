@@ -35,6 +35,7 @@ struct Peer {
   std::string path;
   pid_t pid = 0;
   std::atomic<bool> dead{false};
+  std::atomic<bool> answered{false};  // it answered a request once (EFA: 13, not 15)
   // NIC thread only:
   Conn* conn = nullptr;
   bool connect_scheduled = false;
@@ -72,6 +73,9 @@ class Nic {
   // SRD: where QP `qpn` at `gid` lives (any thread; cached). Leaves
   // out->peer null when the address names nothing alive.
   void resolve_srd(uint32_t qpn, const ibv_gid& gid, SrdDest* out);
+  // Forgets the cached route to `qpn` (its owner said it has no such QP: the
+  // number may belong to another process now).
+  void forget_srd(uint32_t qpn);
 
   // Fault injection: called for each send WR posted; returns the status the
   // WR must complete with (success for none).

@@ -30,6 +30,7 @@ struct SrdDest {
   uint32_t qpn = 0;
   uint32_t qkey = 0;
   uint8_t port = 0;  // the target's port
+  ibv_gid gid{};     // the AH's GID, to resolve the address again
 };
 
 struct SendWr {
@@ -53,7 +54,6 @@ struct SendWr {
   uint32_t preset_vendor = 0;      // EFA status of `preset`
   bool sent = false;               // transmitted, awaiting the target's answer
   Clock::time_point not_before{};  // RNR back-off
-  bool ever_answered = false;      // the target answered once (unresponsive vs unreachable)
 };
 
 struct RecvWr {

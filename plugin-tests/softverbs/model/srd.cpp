@@ -33,8 +33,14 @@ constexpr uint32_t kEfaUnreachable = 15;
 
 }  // namespace
 
+void Nic::forget_srd(uint32_t qpn) {
+  std::lock_guard<std::mutex> lock(peers_mu_);
+  srd_routes_.erase(qpn);
+}
+
 void Nic::resolve_srd(uint32_t qpn, const ibv_gid& gid, SrdDest* out) {
   out->qpn = qpn;
+  out->gid = gid;
   out->peer.reset();
   out->port = 0;
   auto pick = [&](const SrdRoute& route) {
@@ -118,14 +124,14 @@ void Nic::pump_srd_locked(Qp& qp) {
       }
       if (now >= wr.drop_since + retry_) {
         fail_srd(qp, i, IBV_WC_RETRY_EXC_ERR,
-                 wr.ever_answered ? kEfaUnresponsive : kEfaUnreachable);
+                 peer && peer->answered ? kEfaUnresponsive : kEfaUnreachable);
         continue;
       }
       ++i;
       continue;
     }
     if (wr.dropping && now >= wr.drop_since + retry_) {
-      fail_srd(qp, i, IBV_WC_RETRY_EXC_ERR, wr.ever_answered ? kEfaUnresponsive : kEfaUnreachable);
+      fail_srd(qp, i, IBV_WC_RETRY_EXC_ERR, peer->answered ? kEfaUnresponsive : kEfaUnreachable);
       continue;
     }
     if (wr.sent || now < wr.not_before) {
@@ -298,7 +304,6 @@ void Nic::on_response_srd(Conn& conn, const Frame& f, Qp& qp) {
   }
   if (i == qp.sq.size()) return;  // stale
   SendWr& wr = qp.sq[i];
-  wr.ever_answered = true;
   auto now = Clock::now();
   switch (f.op) {
     case kAck:
@@ -326,12 +331,18 @@ void Nic::on_response_srd(Conn& conn, const Frame& f, Qp& qp) {
     }
     case kDropped: {
       wr.sent = false;
+      // Read the registry again before the retransmission: a reused number
+      // may lead to another process now.
+      forget_srd(wr.dest.qpn);
+      uint32_t qkey = wr.dest.qkey;
+      resolve_srd(wr.dest.qpn, wr.dest.gid, &wr.dest);
+      wr.dest.qkey = qkey;
       if (!wr.dropping) {
         wr.dropping = true;
         wr.drop_since = now;
       }
       if (now >= wr.drop_since + retry_) {
-        fail_srd(qp, i, IBV_WC_RETRY_EXC_ERR, kEfaUnreachable);
+        fail_srd(qp, i, IBV_WC_RETRY_EXC_ERR, kEfaUnresponsive);  // its NIC answers
         break;
       }
       auto step = std::max<Clock::duration>(retry_ / 8, std::chrono::milliseconds(1));
