@@ -21,6 +21,7 @@
 // one QP reach the CQ in order.
 //
 // Registry (SOFTVERBS_DIR, default /tmp/softverbs-<uid>, created on demand):
+//   sysfs/class/infiniband_verbs/abi_version  softefa: what SYSFS_PATH names
 //   qp-<qpn>               one per QP of every process using the directory
 //                          (QP numbers are unique across them): owner pid,
 //                          NIC socket, the device's port addresses (LID,
@@ -30,8 +31,7 @@
 //                          ibdev_path: node_guid, device -> PCI path (only
 //                          when configured; softefa: always, to a fake
 //                          devices/pci0000:00/<bdf> whose driver is
-//                          bus/pci/drivers/efa, plus
-//                          class/infiniband_verbs/abi_version), ports/<p>/{state,rate,
+//                          bus/pci/drivers/efa), ports/<p>/{state,rate,
 //                          link_layer,lid,gids/<i>,gid_attrs/types/<i>,
 //                          gid_attrs/ndevs/<i>} (types: "IB/RoCE v1" or
 //                          "RoCE v2"; files only for populated GIDs).
@@ -136,8 +136,8 @@
 //                            (default 100)
 //   SOFTEFA_SET_SYSFS_PATH=0 do not set SYSFS_PATH (by default, when it is
 //                            unset and /sys has no class/infiniband_verbs,
-//                            softefa points it at its fake sysfs tree, which
-//                            holds the abi_version file libfabric reads)
+//                            softefa sets it to <registry>/sysfs, which holds
+//                            the abi_version file libfabric reads)
 //   SOFTVERBS_LOG=2          also a line per SRD WR sent and received
 #pragma once
 

@@ -222,8 +222,7 @@ std::string sysfs_root() {
   return *g_sysfs_root;
 }
 
-// EFA: the PCI function behind the device, with its driver, and the ABI
-// version file libfabric reads under SYSFS_PATH.
+// EFA: the PCI function behind the device, with its driver.
 void write_efa_sysfs(const DeviceInfo& info, const std::string& root, const std::string& dir) {
   std::string pci = root + "/devices/pci0000:00/" + info.pci_path;
   std::string driver = root + "/bus/pci/drivers/efa";
@@ -231,8 +230,23 @@ void write_efa_sysfs(const DeviceInfo& info, const std::string& root, const std:
   make_dirs(driver);
   symlink(driver.c_str(), (pci + "/driver").c_str());
   symlink(pci.c_str(), (dir + "/device").c_str());
-  make_dirs(root + "/class/infiniband_verbs");
-  write_file(root + "/class/infiniband_verbs/abi_version", "6\n");
+}
+
+// The uverbs ABI version file libfabric reads under $SYSFS_PATH, in a tree
+// shared by the processes of the registry and never removed, so that
+// SYSFS_PATH stays valid when the library is unloaded and loaded again.
+std::string shared_sysfs_root() {
+  std::string dir = registry_dir();
+  if (dir.empty()) return "";
+  std::string root = dir + "/sysfs";
+  std::string file = root + "/class/infiniband_verbs/abi_version";
+  if (access(file.c_str(), R_OK) != 0) {
+    make_dirs(root + "/class/infiniband_verbs");
+    std::string tmp = file + "." + std::to_string(getpid());
+    write_file(tmp, "6\n");
+    rename(tmp.c_str(), file.c_str());
+  }
+  return root;
 }
 
 void write_sysfs(const DeviceInfo& info, const std::string& dir) {
@@ -421,12 +435,13 @@ std::vector<Device*> scan_devices() {
     g_devices->push_back(std::move(device));
   }
   // libfabric's efa provider reads $SYSFS_PATH/class/infiniband_verbs/
-  // abi_version (default /sys): point it at the fake tree when the real one
-  // has none and the caller did not choose.
-  if (efa && count > 0 && !root.empty() && std::getenv("SYSFS_PATH") == nullptr &&
+  // abi_version (default /sys): point it at <registry>/sysfs when the real
+  // one has none and the caller did not choose.
+  if (efa && count > 0 && std::getenv("SYSFS_PATH") == nullptr &&
       access("/sys/class/infiniband_verbs/abi_version", R_OK) != 0 &&
       env_long("SOFTEFA_SET_SYSFS_PATH", 1) != 0) {
-    setenv("SYSFS_PATH", root.c_str(), 0);
+    std::string shared = shared_sysfs_root();
+    if (!shared.empty()) setenv("SYSFS_PATH", shared.c_str(), 0);
   }
   return out;
 }

@@ -140,7 +140,11 @@ void Nic::pump_srd_locked(Qp& qp) {
     }
     Conn* conn = peer->conn;
     if (conn == nullptr || conn->closed) {
-      reconnect = true;  // pump_srd connects, outside this lock
+      if (peer->connect_scheduled) {
+        peer->waiting.push_back(qp.weak_from_this());  // a connect retry wakes it
+      } else {
+        reconnect = true;  // pump_srd connects, outside this lock
+      }
       ++i;
       continue;
     }
