@@ -431,3 +431,25 @@ TEST_CASE("softefa: 128-byte in-order placement is reported only when switched o
   int caps = ibv_query_qp_data_in_order(d.a.qp, IBV_WR_RDMA_WRITE, 1 /* RETURN_CAPS */);
   CHECK(caps == (on ? 2 : 0));
 }
+
+TEST_CASE("softefa: a link that goes down fails WRs with EFA's unresponsive-remote status") {
+  Env env;
+  env.set("SOFTVERBS_FAULT_LINK_DOWN", "1");
+  env.set("SOFTVERBS_RETRY_MS", "100");
+  Device d;
+  std::vector<uint8_t> src(64), dst(64);
+  ibv_mr* smr = reg(d.a.pd, src);
+  ibv_mr* rmr = reg(d.b.pd, dst);
+  ibv_ah* to_b = d.ah(d.a.pd);
+  post_recv(d.b, rmr, dst.data(), 64, 1);
+  REQUIRE(post(d.a, d.b, to_b, smr, src.data(), 64, 1, [](ibv_qp_ex* q) { ibv_wr_send(q); }) == 0);
+  CHECK(poll(d.a, 1)[0].status == IBV_WC_SUCCESS);
+  // The second send WR of the process takes the link down with it.
+  REQUIRE(post(d.a, d.b, to_b, smr, src.data(), 64, 2, [](ibv_qp_ex* q) { ibv_wr_send(q); }) == 0);
+  auto c = poll(d.a, 1);
+  CHECK(c[0].status == IBV_WC_RETRY_EXC_ERR);
+  CHECK(c[0].vendor_err == 13);
+  ibv_destroy_ah(to_b);
+  ibv_dereg_mr(smr);
+  ibv_dereg_mr(rmr);
+}

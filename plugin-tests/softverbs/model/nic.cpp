@@ -376,7 +376,10 @@ void Nic::port_down(const std::shared_ptr<Context>& context) {
   }
   for (auto& qp : all_qps()) {
     if (qp->context != context) continue;
-    if (qp->type == QpType::kSrd) kick(*qp);
+    if (qp->type == QpType::kSrd) {
+      kick(*qp);
+      continue;
+    }
     std::lock_guard<std::mutex> lock(qp->mu);
     if (qp->state == IBV_QPS_RTS && !qp->sq.empty()) schedule_fail(*qp);
   }
@@ -392,7 +395,10 @@ void Nic::link_down() {
   unlink(path_.c_str());
   for (auto& conn : conns_) close_conn(*conn);
   for (auto& qp : all_qps()) {
-    if (qp->type == QpType::kSrd) kick(*qp);
+    if (qp->type == QpType::kSrd) {
+      kick(*qp);  // its WRs fail after the retry time, the QP stays in RTS
+      continue;
+    }
     std::lock_guard<std::mutex> lock(qp->mu);
     qp->broken = true;
     if (qp->state == IBV_QPS_RTS && !qp->sq.empty()) schedule_fail(*qp);
