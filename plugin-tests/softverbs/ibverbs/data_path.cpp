@@ -11,6 +11,7 @@
 #include "model/completion.h"
 #include "model/counters.h"
 #include "model/device.h"
+#include "model/env.h"
 #include "model/nic.h"
 #include "model/queue_pair.h"
 
@@ -113,6 +114,11 @@ int post_send(ibv_qp* verbs_qp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
 int post_recv(ibv_qp* verbs_qp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
   Qp& qp = *owner_of<Qp>(verbs_qp);
   count(kRecvPosts);
+  if (qp.type == QpType::kSrd) {
+    int n = 0;
+    for (ibv_recv_wr* w = wr; w != nullptr; w = w->next) ++n;
+    trace("SRD QP %u: %d receives posted", qp.qpn, n);
+  }
   std::lock_guard<std::mutex> lock(qp.mu);
   auto fail = [&](ibv_recv_wr* at, int error) {
     if (bad_wr != nullptr) *bad_wr = at;
