@@ -138,7 +138,8 @@
 //                            unset and /sys has no class/infiniband_verbs,
 //                            softefa sets it to <registry>/sysfs, which holds
 //                            the abi_version file libfabric reads)
-//   SOFTVERBS_LOG=2          also a line per SRD WR sent and received
+//   SOFTVERBS_LOG=2          also a line per SRD WR sent, received, and per
+//                            batch of receives posted on an SRD QP
 #pragma once
 
 #include <stdint.h>
