@@ -21,6 +21,7 @@
 // one QP reach the CQ in order.
 //
 // Registry (SOFTVERBS_DIR, default /tmp/softverbs-<uid>, created on demand):
+//   sysfs/class/infiniband_verbs/abi_version  softefa: what SYSFS_PATH names
 //   qp-<qpn>               one per QP of every process using the directory
 //                          (QP numbers are unique across them): owner pid,
 //                          NIC socket, the device's port addresses (LID,
@@ -28,7 +29,9 @@
 //   nic-<pid>-<nonce>.sock the NIC socket of a process
 //   sys-<pid>-<nonce>/<dev> the fake sysfs directory behind ibv_device's
 //                          ibdev_path: node_guid, device -> PCI path (only
-//                          when configured), ports/<p>/{state,rate,
+//                          when configured; softefa: always, to a fake
+//                          devices/pci0000:00/<bdf> whose driver is
+//                          bus/pci/drivers/efa), ports/<p>/{state,rate,
 //                          link_layer,lid,gids/<i>,gid_attrs/types/<i>,
 //                          gid_attrs/ndevs/<i>} (types: "IB/RoCE v1" or
 //                          "RoCE v2"; files only for populated GIDs).
@@ -99,9 +102,44 @@
 //                            IBV_WC_RETRY_EXC_ERR and stop answering peers
 //
 // Not modelled: UD/UC/XRC QPs, SRQs, atomics, memory windows, extended CQs
-// and QPs (ibv_create_cq_ex, ibv_create_qp_ex beyond the basic attributes),
-// address handles, multicast, packet-level PSN arithmetic (one PSN per WR).
-// A process that forks keeps its devices in the parent only.
+// and QPs on RC devices (ibv_create_cq_ex, ibv_create_qp_ex beyond the basic
+// attributes), multicast, packet-level PSN arithmetic (one PSN per WR).
+// ibv_create_srq and ibv_attach_mcast exist (librdmacm binds them at load)
+// and fail with EOPNOTSUPP. Address handles exist (numbered per PD, as EFA
+// numbers them); RC QPs do not use them. A process that forks keeps its
+// devices in the parent only.
+//
+// softefa, the EFA flavour (efa/, efa/README.md): the same library with the
+// EFA personality linked in, built as efa-lib/libsoftefa.so.1 with
+// libibverbs.so.1 and libefa.so.1 links beside it (GLOBAL property
+// WEFT_SOFTEFA_DIR: the directory for LD_LIBRARY_PATH). Its devices are EFA
+// devices softefa0..N-1 (SOFTVERBS_DEVICES, _PORTS, _NODE_ID, _RETRY_MS,
+// _REORDER*, _FAULT_*, _LOG, _COUNTERS_FILE apply; _LINK, _MTU, _SPEED,
+// _ECE do not) with SRD QPs only: connectionless (each WR names an AH, QP
+// number and Q_Key), reliable, unordered. QP numbers are 16 bits, as EFA
+// addresses hold them. Knobs, read at ibv_get_device_list:
+//   SOFTEFA_MTU=bytes        max_msg_sz, the largest send (default 8928)
+//   SOFTEFA_RDMA_READ=0|1    device caps (efadv_query_device): RDMA read
+//   SOFTEFA_RDMA_WRITE=0|1   RDMA write and write with immediate
+//   SOFTEFA_UNSOLICITED_WRITE_RECV=0|1  writes with immediate complete
+//                            without a posted receive on QPs and CQs that ask
+//   SOFTEFA_RNR_RETRY=0|1    the RNR retry count is settable (ibv_modify_qp)
+//   SOFTEFA_CQ_WITH_SGID=0|1 efadv_create_cq takes EFADV_WC_EX_WITH_SGID
+//                            (all default 1)
+//   SOFTEFA_IN_ORDER_128=1   ibv_query_qp_data_in_order reports 128-byte
+//                            aligned in-order placement for RDMA and sends
+//                            (default 0)
+//   SOFTEFA_MAX_RDMA_SIZE=n  largest RDMA read or write (default 1 GiB)
+//   SOFTEFA_INLINE_SIZE=n    inline_buf_size (default 32, at most 256)
+//   SOFTEFA_PART_ID=id       vendor_part_id (default 0xefa1)
+//   SOFTEFA_RNR_BACKOFF_US=u between an RNR NAK and the retransmission
+//                            (default 100)
+//   SOFTEFA_SET_SYSFS_PATH=0 do not set SYSFS_PATH (by default, when it is
+//                            unset and /sys has no class/infiniband_verbs,
+//                            softefa sets it to <registry>/sysfs, which holds
+//                            the abi_version file libfabric reads)
+//   SOFTVERBS_LOG=2          also a line per SRD WR sent, received, and per
+//                            batch of receives posted on an SRD QP
 #pragma once
 
 #include <stdint.h>

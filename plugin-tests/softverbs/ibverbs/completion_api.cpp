@@ -48,7 +48,7 @@ SOFTVERBS_API ibv_cq* ibv_create_cq(ibv_context* verbs_ctx, int cqe, void* cq_co
   cq->depth = cqe;
   cq->reorder_window = context->reorder_window;
   cq->rng.seed(context->reorder_seed);
-  ibv_cq& v = cq->handle.verbs;
+  ibv_cq& v = *cq->verbs();
   v.context = verbs_ctx;
   v.channel = verbs_channel;
   v.cq_context = cq_context;
@@ -60,7 +60,7 @@ SOFTVERBS_API ibv_cq* ibv_create_cq(ibv_context* verbs_ctx, int cqe, void* cq_co
 }
 
 SOFTVERBS_API int ibv_destroy_cq(ibv_cq* verbs_cq) {
-  Cq* cq = owner_of<Cq>(verbs_cq);
+  Cq* cq = cq_of(verbs_cq);
   if (cq == nullptr) return EINVAL;
   if (cq->users.load() > 0) return EBUSY;
   if (cq->channel != nullptr) cq->channel->users.fetch_sub(1);
@@ -82,8 +82,8 @@ SOFTVERBS_API int ibv_get_cq_event(ibv_comp_channel* verbs_channel, ibv_cq** cq,
   }
   Cq* c = channel->events.front();
   channel->events.pop_front();
-  *cq = &c->handle.verbs;
-  *cq_context = c->handle.verbs.cq_context;
+  *cq = c->verbs();
+  *cq_context = c->verbs()->cq_context;
   return 0;
 }
 

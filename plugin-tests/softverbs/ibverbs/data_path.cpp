@@ -11,14 +11,12 @@
 #include "model/completion.h"
 #include "model/counters.h"
 #include "model/device.h"
+#include "model/env.h"
 #include "model/nic.h"
 #include "model/queue_pair.h"
 
 namespace softverbs {
 
-namespace {
-
-// Resolves an sge to local memory; nullptr when the lkey does not cover it.
 Piece local_piece(Qp& qp, const ibv_sge& sge, bool need_write) {
   Piece piece;
   piece.len = sge.length;
@@ -30,8 +28,6 @@ Piece local_piece(Qp& qp, const ibv_sge& sge, bool need_write) {
   return piece;
 }
 
-}  // namespace
-
 int post_send(ibv_qp* verbs_qp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
   Qp& qp = *owner_of<Qp>(verbs_qp);
   count(kDoorbells);
@@ -41,6 +37,8 @@ int post_send(ibv_qp* verbs_qp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
     return error;
   };
   if (qp.destroyed || (qp.state != IBV_QPS_RTS && qp.state != IBV_QPS_ERR)) return fail(wr, EINVAL);
+  // SRD QPs take work through ibv_qp_ex (wr_start .. wr_complete) only.
+  if (qp.type == QpType::kSrd) return fail(wr, EOPNOTSUPP);
   bool posted = false;
   for (; wr != nullptr; wr = wr->next) {
     switch (wr->opcode) {
@@ -116,6 +114,11 @@ int post_send(ibv_qp* verbs_qp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
 int post_recv(ibv_qp* verbs_qp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
   Qp& qp = *owner_of<Qp>(verbs_qp);
   count(kRecvPosts);
+  if (qp.type == QpType::kSrd) {
+    int n = 0;
+    for (ibv_recv_wr* w = wr; w != nullptr; w = w->next) ++n;
+    trace("SRD QP %u: %d receives posted", qp.qpn, n);
+  }
   std::lock_guard<std::mutex> lock(qp.mu);
   auto fail = [&](ibv_recv_wr* at, int error) {
     if (bad_wr != nullptr) *bad_wr = at;
@@ -153,11 +156,11 @@ int post_recv(ibv_qp* verbs_qp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
 int poll_cq(ibv_cq* verbs_cq, int num_entries, ibv_wc* wc) {
   count(kPollCalls);
   if (num_entries <= 0) return 0;
-  return owner_of<Cq>(verbs_cq)->poll(num_entries, wc);
+  return cq_of(verbs_cq)->poll(num_entries, wc);
 }
 
 int req_notify_cq(ibv_cq* verbs_cq, int /*solicited_only*/) {
-  Cq* cq = owner_of<Cq>(verbs_cq);
+  Cq* cq = cq_of(verbs_cq);
   std::lock_guard<std::mutex> lock(cq->mu);
   cq->armed = true;
   return 0;

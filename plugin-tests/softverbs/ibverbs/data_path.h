@@ -4,7 +4,15 @@
 
 #include <infiniband/verbs.h>
 
+#include "model/memory.h"
+
 namespace softverbs {
+
+class Qp;
+
+// Resolves an sge to local memory; ptr is nullptr when the lkey does not
+// cover it (or lacks local write when `need_write`).
+Piece local_piece(Qp& qp, const ibv_sge& sge, bool need_write);
 
 int post_send(ibv_qp* verbs_qp, ibv_send_wr* wr, ibv_send_wr** bad_wr);
 int post_recv(ibv_qp* verbs_qp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr);

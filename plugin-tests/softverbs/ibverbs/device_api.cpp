@@ -62,6 +62,8 @@ SOFTVERBS_API ibv_context* ibv_open_device(ibv_device* verbs_device) {
   c.ops.post_recv = post_recv;
   c.ops.poll_cq = poll_cq;
   c.ops.req_notify_cq = req_notify_cq;
+  // A second personality linked into this library adds its ops.
+  if (ContextExtension extend = context_extension()) extend(context);
   return &c;
 }
 
@@ -74,13 +76,13 @@ SOFTVERBS_API int ibv_query_device(ibv_context* verbs_ctx, ibv_device_attr* attr
   if (context == nullptr || attr == nullptr) return EINVAL;
   const DeviceInfo& info = context->info();
   std::memset(attr, 0, sizeof(*attr));
-  std::snprintf(attr->fw_ver, sizeof(attr->fw_ver), "softverbs 1.0");
+  std::snprintf(attr->fw_ver, sizeof(attr->fw_ver), info.efa ? "softefa 1.0" : "softverbs 1.0");
   attr->node_guid = htobe64(info.node_guid);
   attr->sys_image_guid = htobe64(info.node_guid);
   attr->max_mr_size = ~0ULL;
   attr->page_size_cap = 0xfffff000;
-  attr->vendor_id = 0x1de5;
-  attr->vendor_part_id = 0x5f7e;
+  attr->vendor_id = info.vendor_id;
+  attr->vendor_part_id = info.vendor_part_id;
   attr->hw_ver = 1;
   attr->max_qp = 1 << 17;
   attr->max_qp_wr = kMaxQpWr;

@@ -38,6 +38,14 @@ int fill_port(Context* context, uint8_t port_num, ibv_port_attr* out, size_t len
   a.phys_state = down ? 3 : 5;  // Disabled : LinkUp
   a.link_layer = info.ib ? IBV_LINK_LAYER_INFINIBAND : IBV_LINK_LAYER_ETHERNET;
   a.flags = info.ib ? 0 : IBV_QPF_GRH_REQUIRED;
+  a.max_msg_sz = info.max_msg;
+  if (info.efa) {
+    // EFA: no LID, no P_Key table to speak of, the MTU as max_msg_sz.
+    a.link_layer = IBV_LINK_LAYER_UNSPECIFIED;
+    a.port_cap_flags = 0;
+    a.flags = 0;
+    a.max_vl_num = 1;
+  }
   std::memcpy(out, &a, std::min(len, sizeof(a)));
   return 0;
 }

@@ -35,12 +35,12 @@ SOFTVERBS_API ibv_qp* ibv_create_qp(ibv_pd* verbs_pd, ibv_qp_init_attr* init) {
                 : EINVAL;
     return nullptr;
   }
-  if (init->srq != nullptr) {
-    errno = EOPNOTSUPP;
+  if (init->srq != nullptr || context_of(verbs_pd->context)->info().efa) {
+    errno = EOPNOTSUPP;  // EFA devices have SRD QPs only (efadv_create_qp_ex)
     return nullptr;
   }
-  Cq* send_cq = owner_of<Cq>(init->send_cq);
-  Cq* recv_cq = owner_of<Cq>(init->recv_cq);
+  Cq* send_cq = cq_of(init->send_cq);
+  Cq* recv_cq = cq_of(init->recv_cq);
   Context* context = context_of(verbs_pd->context);
   const ibv_qp_cap& cap = init->cap;
   if (send_cq == nullptr || recv_cq == nullptr || send_cq->context != context ||
@@ -50,39 +50,12 @@ SOFTVERBS_API ibv_qp* ibv_create_qp(ibv_pd* verbs_pd, ibv_qp_init_attr* init) {
     errno = EINVAL;
     return nullptr;
   }
-  auto qp = std::make_shared<Qp>();
-  qp->handle.owner = qp.get();
-  qp->context = pd->context;
-  qp->nic = context->nic;
-  qp->pd = pd;
-  qp->send_cq = send_cq;
-  qp->recv_cq = recv_cq;
-  qp->sig_all = init->sq_sig_all != 0;
-  qp->cap = cap;
-  qp->qpn = registry_create_qp(context->nic->path(), context->info());
+  auto qp =
+      make_qp(pd, send_cq, recv_cq, cap, init->sq_sig_all != 0, init->qp_context, QpType::kRc);
+  if (!qp) return nullptr;
   qp->ece_options = static_cast<uint32_t>(env_long("SOFTVERBS_ECE", 0));
   qp->ece_supported = qp->ece_options != 0;
-  if (qp->qpn == 0) {
-    errno = ENOMEM;
-    return nullptr;
-  }
-  ibv_qp& v = qp->handle.verbs;
-  v.context = verbs_pd->context;
-  v.qp_context = init->qp_context;
-  v.pd = verbs_pd;
-  v.send_cq = init->send_cq;
-  v.recv_cq = init->recv_cq;
-  v.handle = qp->qpn;
-  v.qp_num = qp->qpn;
-  v.state = IBV_QPS_RESET;
-  v.qp_type = IBV_QPT_RC;
-  pthread_mutex_init(&v.mutex, nullptr);
-  pthread_cond_init(&v.cond, nullptr);
-  pd->users.fetch_add(1);
-  send_cq->users.fetch_add(1);
-  recv_cq->users.fetch_add(1);
-  context->nic->add_qp(qp);
-  return &v;
+  return &qp->handle.verbs;
 }
 
 SOFTVERBS_API int ibv_modify_qp(ibv_qp* verbs_qp, ibv_qp_attr* attr, int mask) {
@@ -120,7 +93,7 @@ SOFTVERBS_API int ibv_query_qp(ibv_qp* verbs_qp, ibv_qp_attr* attr, int /*mask*/
   init->send_cq = verbs_qp->send_cq;
   init->recv_cq = verbs_qp->recv_cq;
   init->cap = qp->cap;
-  init->qp_type = IBV_QPT_RC;
+  init->qp_type = verbs_qp->qp_type;
   init->sq_sig_all = qp->sig_all ? 1 : 0;
   return 0;
 }
@@ -173,4 +146,32 @@ SOFTVERBS_API int ibv_set_ece(ibv_qp* verbs_qp, ibv_ece* ece) {
   qp->ece_options = ece->options;
   count(kEceSet);
   return 0;
+}
+
+SOFTVERBS_API ibv_qp_ex* ibv_qp_to_qp_ex(ibv_qp* verbs_qp) {
+  Qp* qp = owner_of<Qp>(verbs_qp);
+  return qp == nullptr ? nullptr : static_cast<ibv_qp_ex*>(qp->ex.get());
+}
+
+namespace {
+
+// rdma-core's flags and capabilities of ibv_query_qp_data_in_order (newer
+// than the headers of rdma-core 44).
+constexpr uint32_t kInOrderReturnCaps = 1u << 0;
+constexpr int kInOrderWholeMessage = 1 << 0;
+constexpr int kInOrderAligned128 = 1 << 1;
+
+}  // namespace
+
+// RC: the NIC places a message's bytes in order. SRD: only what the device
+// claims (SOFTEFA_IN_ORDER_128: 128-byte aligned blocks of RDMA and sends).
+SOFTVERBS_API int ibv_query_qp_data_in_order(ibv_qp* verbs_qp, ibv_wr_opcode op, uint32_t flags) {
+  Qp* qp = owner_of<Qp>(verbs_qp);
+  if (qp == nullptr) return 0;
+  bool return_caps = (flags & kInOrderReturnCaps) != 0;
+  if (qp->type == QpType::kRc) return return_caps ? kInOrderWholeMessage : 1;
+  bool aligned = qp->context->info().efa_caps.in_order_128 &&
+                 (op == IBV_WR_RDMA_WRITE || op == IBV_WR_RDMA_WRITE_WITH_IMM ||
+                  op == IBV_WR_RDMA_READ || op == IBV_WR_SEND || op == IBV_WR_SEND_WITH_IMM);
+  return return_caps && aligned ? kInOrderAligned128 : 0;
 }

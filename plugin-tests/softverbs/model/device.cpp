@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cinttypes>
 #include <cstdio>
@@ -33,6 +34,7 @@ constexpr int kMaxPorts = 4;
 constexpr int kGidTableLength = 16;
 
 std::mutex g_devices_mu;
+std::atomic<Flavour> g_flavour{Flavour::kRc};
 std::vector<std::unique_ptr<Device>>* g_devices = new std::vector<std::unique_ptr<Device>>();
 std::string* g_sysfs_root = new std::string();
 pid_t g_sysfs_pid = 0;
@@ -220,6 +222,33 @@ std::string sysfs_root() {
   return *g_sysfs_root;
 }
 
+// EFA: the PCI function behind the device, with its driver.
+void write_efa_sysfs(const DeviceInfo& info, const std::string& root, const std::string& dir) {
+  std::string pci = root + "/devices/pci0000:00/" + info.pci_path;
+  std::string driver = root + "/bus/pci/drivers/efa";
+  make_dirs(pci);
+  make_dirs(driver);
+  symlink(driver.c_str(), (pci + "/driver").c_str());
+  symlink(pci.c_str(), (dir + "/device").c_str());
+}
+
+// The uverbs ABI version file libfabric reads under $SYSFS_PATH, in a tree
+// shared by the processes of the registry and never removed, so that
+// SYSFS_PATH stays valid when the library is unloaded and loaded again.
+std::string shared_sysfs_root() {
+  std::string dir = registry_dir();
+  if (dir.empty()) return "";
+  std::string root = dir + "/sysfs";
+  std::string file = root + "/class/infiniband_verbs/abi_version";
+  if (access(file.c_str(), R_OK) != 0) {
+    make_dirs(root + "/class/infiniband_verbs");
+    std::string tmp = file + "." + std::to_string(getpid());
+    write_file(tmp, "6\n");
+    rename(tmp.c_str(), file.c_str());
+  }
+  return root;
+}
+
 void write_sysfs(const DeviceInfo& info, const std::string& dir) {
   remove_tree(dir);
   make_dirs(dir);
@@ -232,7 +261,9 @@ void write_sysfs(const DeviceInfo& info, const std::string& dir) {
   write_file(dir + "/sys_image_guid", guid);
   write_file(dir + "/node_type", "1: CA\n");
   write_file(dir + "/fw_ver", "softverbs 1.0\n");
-  if (!info.pci_path.empty()) symlink(info.pci_path.c_str(), (dir + "/device").c_str());
+  if (!info.pci_path.empty() && !info.efa) {
+    symlink(info.pci_path.c_str(), (dir + "/device").c_str());
+  }
   for (size_t p = 1; p <= info.ports.size(); ++p) {
     const PortInfo& port = info.ports[p - 1];
     std::string pdir = dir + "/ports/" + std::to_string(p);
@@ -260,8 +291,42 @@ void write_sysfs(const DeviceInfo& info, const std::string& dir) {
 
 }  // namespace
 
+void set_device_flavour(Flavour flavour) {
+  g_flavour = flavour;
+}
+
+Flavour device_flavour() {
+  return g_flavour;
+}
+
+namespace {
+
+bool env_flag(const char* name, bool fallback) {
+  return env_long(name, fallback ? 1 : 0) != 0;
+}
+
+EfaCaps efa_caps_from_env() {
+  EfaCaps c;
+  c.rdma_read = env_flag("SOFTEFA_RDMA_READ", c.rdma_read);
+  c.rdma_write = env_flag("SOFTEFA_RDMA_WRITE", c.rdma_write);
+  c.unsolicited_write_recv = env_flag("SOFTEFA_UNSOLICITED_WRITE_RECV", c.unsolicited_write_recv);
+  c.rnr_retry = env_flag("SOFTEFA_RNR_RETRY", c.rnr_retry);
+  c.cq_with_sgid = env_flag("SOFTEFA_CQ_WITH_SGID", c.cq_with_sgid);
+  c.in_order_128 = env_flag("SOFTEFA_IN_ORDER_128", c.in_order_128);
+  c.max_rdma_size = static_cast<uint32_t>(
+      std::clamp(env_long("SOFTEFA_MAX_RDMA_SIZE", c.max_rdma_size), 1L, long{1u << 30}));
+  c.inline_buf_size = static_cast<uint16_t>(
+      std::clamp(env_long("SOFTEFA_INLINE_SIZE", c.inline_buf_size), 0L, long{kMaxInline}));
+  c.rnr_backoff_us =
+      static_cast<uint32_t>(std::clamp(env_long("SOFTEFA_RNR_BACKOFF_US", 100), 1L, 1000000L));
+  return c;
+}
+
+}  // namespace
+
 std::vector<Device*> scan_devices() {
   std::lock_guard<std::mutex> lock(g_devices_mu);
+  const bool efa = g_flavour == Flavour::kEfa;
   int count = static_cast<int>(std::clamp(env_long("SOFTVERBS_DEVICES", 1), 0L, long{kMaxDevices}));
   int ports = static_cast<int>(std::clamp(env_long("SOFTVERBS_PORTS", 1), 1L, long{kMaxPorts}));
   bool ib = env_string("SOFTVERBS_LINK", "eth") == "ib";
@@ -280,8 +345,9 @@ std::vector<Device*> scan_devices() {
     auto device = std::make_unique<Device>();
     DeviceInfo& info = device->info;
     info.index = i;
-    info.name = "softverbs" + std::to_string(i);
-    info.ib = ib;
+    info.name = (efa ? "softefa" : "softverbs") + std::to_string(i);
+    info.ib = ib && !efa;
+    info.efa = efa;
     // Stable per host and index; locally administered, never zero.
     uint64_t h = fnv1a(node_id + "#" + std::to_string(i));
     info.node_guid = (h & 0x0000ffffffffff00ULL) | 0x0200000000000000ULL | 0x10;
@@ -296,6 +362,22 @@ std::vector<Device*> scan_devices() {
     info.mtu = mtu_from_env(ib);
     if (static_cast<size_t>(i) < pci_paths.size()) info.pci_path = pci_paths[i];
     info.pci_path = env_string(("SOFTVERBS_PCI_PATH_" + std::to_string(i)).c_str(), info.pci_path);
+    if (efa) {
+      // A PCI address for the fake function: the configured path's last
+      // component, else 0000:00:<0x1d + i>.0 as on EC2.
+      std::string bdf = info.pci_path.substr(info.pci_path.find_last_of('/') + 1);
+      if (bdf.empty()) {
+        char text[16];
+        std::snprintf(text, sizeof(text), "0000:00:%02x.0", 0x1d + i);
+        bdf = text;
+      }
+      info.pci_path = bdf;
+      info.vendor_id = 0x1d0f;  // Amazon
+      info.vendor_part_id = static_cast<uint32_t>(env_long("SOFTEFA_PART_ID", 0xefa1));
+      info.mtu = IBV_MTU_4096;
+      info.max_msg = static_cast<uint32_t>(std::clamp(env_long("SOFTEFA_MTU", 8928), 256L, 65536L));
+      info.efa_caps = efa_caps_from_env();
+    }
     const Interface* netdev = nullptr;
     for (const Interface& x : all) {
       if (x.name == info.netdev) netdev = &x;
@@ -304,7 +386,10 @@ std::vector<Device*> scan_devices() {
       PortInfo port;
       uint64_t port_guid = info.node_guid + static_cast<uint64_t>(p - 1);
       std::vector<GidSlot> gids;
-      if (ib) {
+      if (efa) {
+        // One GID per port, no LID: EFA's address is its GID.
+        gids.push_back(GidSlot{link_local_gid(port_guid), IBV_GID_TYPE_IB, true});
+      } else if (ib) {
         // Distinct per device and port of this host.
         port.lid = static_cast<uint16_t>(1 + fnv1a(node_id) % 0x8000 + i * kMaxPorts + (p - 1));
         gids.push_back(GidSlot{link_local_gid(port_guid), IBV_GID_TYPE_IB, true});
@@ -329,7 +414,7 @@ std::vector<Device*> scan_devices() {
           }
         }
       }
-      gids.resize(std::max<size_t>(gids.size(), kGidTableLength));
+      if (!efa) gids.resize(std::max<size_t>(gids.size(), kGidTableLength));
       port.gids = std::move(gids);
       info.ports.push_back(std::move(port));
     }
@@ -342,11 +427,21 @@ std::vector<Device*> scan_devices() {
     if (!root.empty()) {
       std::string dir = root + "/" + info.name;
       write_sysfs(info, dir);
+      if (efa) write_efa_sysfs(info, root, dir);
       std::snprintf(dev.ibdev_path, sizeof(dev.ibdev_path), "%s", dir.c_str());
       std::snprintf(dev.dev_path, sizeof(dev.dev_path), "%s/uverbs%d", root.c_str(), i);
     }
     out.push_back(device.get());
     g_devices->push_back(std::move(device));
+  }
+  // libfabric's efa provider reads $SYSFS_PATH/class/infiniband_verbs/
+  // abi_version (default /sys): point it at <registry>/sysfs when the real
+  // one has none and the caller did not choose.
+  if (efa && count > 0 && std::getenv("SYSFS_PATH") == nullptr &&
+      access("/sys/class/infiniband_verbs/abi_version", R_OK) != 0 &&
+      env_long("SOFTEFA_SET_SYSFS_PATH", 1) != 0) {
+    std::string shared = shared_sysfs_root();
+    if (!shared.empty()) setenv("SYSFS_PATH", shared.c_str(), 0);
   }
   return out;
 }

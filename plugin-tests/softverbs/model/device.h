@@ -30,8 +30,37 @@ struct PortInfo {
   std::vector<GidSlot> gids;  // the whole table (gid_tbl_len), some empty
 };
 
+// What kind of device the library presents. The libibverbs personality alone
+// makes RoCE/InfiniBand devices; the EFA personality switches the library it
+// is linked into to EFA devices (set_device_flavour, before the first scan).
+enum class Flavour { kRc, kEfa };
+void set_device_flavour(Flavour flavour);
+Flavour device_flavour();
+
+// EFA device attributes (efadv_query_device), from SOFTEFA_* at scan time.
+struct EfaCaps {
+  bool rdma_read = true;
+  bool rdma_write = true;
+  bool unsolicited_write_recv = true;
+  bool rnr_retry = true;
+  bool cq_with_sgid = true;
+  bool in_order_128 = false;  // 128-byte aligned in-order RDMA (ibv_query_qp_data_in_order)
+  uint32_t max_sq_wr = 4096;
+  uint32_t max_rq_wr = 8192;
+  uint16_t max_sq_sge = 2;
+  uint16_t max_rq_sge = 3;
+  uint16_t inline_buf_size = 32;
+  uint32_t max_rdma_size = 1u << 30;
+  uint32_t rnr_backoff_us = 100;  // between an RNR NAK and the retransmission
+};
+
 struct DeviceInfo {
   std::string name;
+  bool efa = false;
+  uint32_t vendor_id = 0x1de5;
+  uint32_t vendor_part_id = 0x5f7e;
+  uint32_t max_msg = 1u << 31;  // ibv_port_attr.max_msg_sz (EFA: the MTU)
+  EfaCaps efa_caps;
   int index = 0;
   bool ib = false;
   uint64_t node_guid = 0;  // host order

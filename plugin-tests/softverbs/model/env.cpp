@@ -45,4 +45,15 @@ void log(const char* format, ...) {
   std::fprintf(stderr, "softverbs[%d]: %s\n", static_cast<int>(getpid()), line);
 }
 
+void trace(const char* format, ...) {
+  static const bool on = env_long("SOFTVERBS_LOG", 0) >= 2;
+  if (!on) return;
+  char line[512];
+  va_list ap;
+  va_start(ap, format);
+  std::vsnprintf(line, sizeof(line), format, ap);
+  va_end(ap);
+  std::fprintf(stderr, "softverbs[%d]: %s\n", static_cast<int>(getpid()), line);
+}
+
 }  // namespace softverbs

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <mutex>
 #include <vector>
@@ -63,7 +64,17 @@ struct Finalizer {
 
 Finalizer g_finalizer;
 
+std::atomic<ContextExtension> g_extension{nullptr};
+
 }  // namespace
+
+void set_context_extension(ContextExtension extension) {
+  g_extension = extension;
+}
+
+ContextExtension context_extension() {
+  return g_extension;
+}
 
 Context* open_context(Device* device) {
   Global& g = global();

@@ -17,4 +17,10 @@ int close_context(Context* context);
 // The owning pointer of an open context (empty when it is not open).
 std::shared_ptr<Context> shared_context(const Context* context);
 
+// A second personality linked into the library (EFA) fills its own ops on
+// each context ibv_open_device opens.
+using ContextExtension = void (*)(Context* context);
+void set_context_extension(ContextExtension extension);
+ContextExtension context_extension();
+
 }  // namespace softverbs

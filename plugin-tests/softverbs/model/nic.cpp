@@ -37,7 +37,6 @@ namespace {
 constexpr size_t kDirectRead = 64 << 10;  // larger payloads skip the buffer
 constexpr size_t kCopyLimit = 16 << 10;   // smaller payloads are copied
 constexpr size_t kChunk = 256 << 10;
-constexpr size_t kOutLimit = 4 << 20;  // stop framing WRs beyond this backlog
 constexpr int kMaxIov = 64;
 
 // IB's RNR timer encoding (min_rnr_timer), in microseconds.
@@ -377,6 +376,10 @@ void Nic::port_down(const std::shared_ptr<Context>& context) {
   }
   for (auto& qp : all_qps()) {
     if (qp->context != context) continue;
+    if (qp->type == QpType::kSrd) {
+      kick(*qp);
+      continue;
+    }
     std::lock_guard<std::mutex> lock(qp->mu);
     if (qp->state == IBV_QPS_RTS && !qp->sq.empty()) schedule_fail(*qp);
   }
@@ -392,6 +395,10 @@ void Nic::link_down() {
   unlink(path_.c_str());
   for (auto& conn : conns_) close_conn(*conn);
   for (auto& qp : all_qps()) {
+    if (qp->type == QpType::kSrd) {
+      kick(*qp);  // its WRs fail after the retry time, the QP stays in RTS
+      continue;
+    }
     std::lock_guard<std::mutex> lock(qp->mu);
     qp->broken = true;
     if (qp->state == IBV_QPS_RTS && !qp->sq.empty()) schedule_fail(*qp);
@@ -485,6 +492,10 @@ void Nic::peer_lost(Peer& peer) {
   if (peer.dead.exchange(true)) return;
   if (peer.conn != nullptr) close_conn(*peer.conn);
   for (auto& qp : all_qps()) {
+    if (qp->type == QpType::kSrd) {
+      kick(*qp);  // its WRs to that peer fail
+      continue;
+    }
     std::lock_guard<std::mutex> lock(qp->mu);
     if (qp->peer.get() != &peer) continue;
     qp->broken = true;
@@ -502,8 +513,6 @@ void Nic::wake_waiting(Peer& peer) {
 }
 
 // ---------------------------------------------------------------- output ---
-namespace {
-
 void append(Conn& conn, const void* data, size_t len, const std::shared_ptr<Mr>* keep) {
   if (len == 0) return;
   const char* p = static_cast<const char*>(data);
@@ -524,8 +533,6 @@ void append(Conn& conn, const void* data, size_t len, const std::shared_ptr<Mr>*
   }
   conn.out_bytes += len;
 }
-
-}  // namespace
 
 void Nic::queue(Conn& conn, const Frame& frame, const char* payload, size_t len,
                 const std::shared_ptr<Mr>& keep) {
@@ -706,6 +713,7 @@ void Nic::on_frame(Conn& conn, const Frame& frame) {
     case kResponse:
       count(kPacketsReceived);
       if (!conn.outgoing) return;
+      if (conn.peer) conn.peer->answered = true;
       on_response(conn, frame);
       return;
     default:
@@ -729,7 +737,7 @@ void Nic::finish_payload(Conn& conn) {
     case Conn::Done::kRequest: {
       std::shared_ptr<Qp> qp = std::move(conn.qp);
       const Frame& f = conn.frame;
-      if (conn.with_recv) {
+      if (conn.with_recv || conn.unsolicited) {
         std::lock_guard<std::mutex> lock(qp->mu);
         if (!qp->destroyed) {
           ibv_wc wc{};
@@ -753,9 +761,25 @@ void Nic::finish_payload(Conn& conn) {
           cqe.qp = qp.get();
           cqe.retired = &qp->rq_retired;
           cqe.index = conn.recv.index;
+          if (qp->type == QpType::kSrd) {
+            trace("SRD QP %u <- %u: op %d psn %u len %llu wr_id %#llx", qp->qpn, f.req_qpn,
+                  static_cast<int>(f.op), f.psn, static_cast<unsigned long long>(f.length),
+                  static_cast<unsigned long long>(wc.wr_id));
+            // The receiver's AH number for the sender, 0xffff when it has none
+            // (then the GID tells who sent it).
+            std::memcpy(cqe.sgid.raw, f.sgid, 16);
+            cqe.wc.slid = qp->pd->ahn_of(cqe.sgid);
+            cqe.unordered = true;
+            if (conn.unsolicited) {
+              cqe.wc.wr_id = 0;
+              cqe.unsolicited = true;
+              cqe.retired = nullptr;
+            }
+          }
           qp->recv_cq->push(cqe);
         }
         conn.recv = RecvWr();
+        conn.unsolicited = false;
       }
       respond(conn, f, kAck);
       return;
@@ -763,6 +787,10 @@ void Nic::finish_payload(Conn& conn) {
     case Conn::Done::kRead: {
       std::shared_ptr<Qp> qp = std::move(conn.qp);
       std::lock_guard<std::mutex> lock(qp->mu);
+      if (qp->type == QpType::kSrd) {
+        finish_read_srd(conn, *qp);
+        return;
+      }
       if (qp->destroyed || qp->state != IBV_QPS_RTS || qp->sq.empty() || qp->send_next == 0 ||
           qp->sq.front().psn != conn.frame.psn) {
         return;
@@ -807,6 +835,8 @@ void Nic::on_request(Conn& conn, const Frame& f) {
     drop("link or port down");
   } else if (f.port != qp->port) {
     drop("addressed to another port");
+  } else if (qp->type == QpType::kSrd) {
+    execute_srd(conn, f, qp, lock);
   } else if (qp->dest_qpn != f.req_qpn || !conn.peer || qp->peer != conn.peer) {
     drop("QP connected to another requester");
   } else if (f.psn != qp->expected_psn) {
@@ -960,6 +990,10 @@ void Nic::fail_head(Qp& qp, ibv_wc_status status) {
 }
 
 void Nic::pump(const std::shared_ptr<Qp>& qp) {
+  if (qp->type == QpType::kSrd) {
+    pump_srd(qp);
+    return;
+  }
   std::shared_ptr<Peer> peer;
   bool block = false;
   {
@@ -978,6 +1012,10 @@ void Nic::pump(const std::shared_ptr<Qp>& qp) {
 }
 
 void Nic::pump_locked(Qp& qp, Conn* conn) {
+  if (qp.type == QpType::kSrd) {
+    pump_srd_locked(qp);
+    return;
+  }
   if (qp.destroyed || qp.state != IBV_QPS_RTS || qp.sq.empty()) return;
   if (blocked(qp)) {
     schedule_fail(qp);
@@ -1037,6 +1075,10 @@ void Nic::on_response(Conn& conn, const Frame& f) {
   if (!qp) return;
   {
     std::lock_guard<std::mutex> lock(qp->mu);
+    if (qp->type == QpType::kSrd) {
+      on_response_srd(conn, f, *qp);
+      return;
+    }
     // Anything but the answer to the oldest outstanding WR is stale.
     if (qp->destroyed || qp->state != IBV_QPS_RTS || qp->sq.empty() || qp->send_next == 0 ||
         qp->sq.front().psn != f.psn || qp->peer != conn.peer) {

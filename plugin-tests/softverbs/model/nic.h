@@ -35,6 +35,7 @@ struct Peer {
   std::string path;
   pid_t pid = 0;
   std::atomic<bool> dead{false};
+  std::atomic<bool> answered{false};  // it answered a request once (EFA: 13, not 15)
   // NIC thread only:
   Conn* conn = nullptr;
   bool connect_scheduled = false;
@@ -69,6 +70,12 @@ class Nic {
   // The QP has work (new WRs, a new route): the NIC looks at it soon.
   void kick(Qp& qp);
   std::shared_ptr<Peer> peer(const std::string& path, pid_t pid);
+  // SRD: where QP `qpn` at `gid` lives (any thread; cached). Leaves
+  // out->peer null when the address names nothing alive.
+  void resolve_srd(uint32_t qpn, const ibv_gid& gid, SrdDest* out);
+  // Forgets the cached route to `qpn` (its owner said it has no such QP: the
+  // number may belong to another process now).
+  void forget_srd(uint32_t qpn);
 
   // Fault injection: called for each send WR posted; returns the status the
   // WR must complete with (success for none).
@@ -111,6 +118,16 @@ class Nic {
   void link_down();
   void port_down(const std::shared_ptr<Context>& context);
   void wake_waiting(Peer& peer);
+  // SRD (srd.cpp): connectionless, unordered, every WR on its own.
+  void pump_srd(const std::shared_ptr<Qp>& qp);
+  void pump_srd_locked(Qp& qp);
+  void execute_srd(Conn& conn, const Frame& f, const std::shared_ptr<Qp>& qp,
+                   std::unique_lock<std::mutex>& lock);
+  void on_response_srd(Conn& conn, const Frame& f, Qp& qp);
+  void finish_read_srd(Conn& conn, Qp& qp);
+  void complete_srd(Qp& qp, size_t index);
+  void fail_srd(Qp& qp, size_t index, ibv_wc_status status, uint32_t vendor_err);
+  void kick_after(Qp& qp, Clock::duration delay);
 
   std::string path_;
   int epoll_fd_ = -1;
@@ -136,6 +153,11 @@ class Nic {
 
   std::mutex peers_mu_;
   std::map<std::string, std::shared_ptr<Peer>> peers_;
+  struct SrdRoute {
+    std::shared_ptr<Peer> peer;
+    std::vector<std::pair<uint8_t, ibv_gid>> ports;
+  };
+  std::unordered_map<uint32_t, SrdRoute> srd_routes_;  // under peers_mu_
 
   // Faults.
   std::atomic<uint64_t> sends_posted_{0};

@@ -24,6 +24,35 @@ constexpr int kAccessBits = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
 
 // Required and optional attribute masks of an RC transition, as the IB spec
 // (and the kernel's table) has them; false when the transition is illegal.
+// SRD (EFA) follows the UD table, with the RNR retry count EFA adds.
+bool srd_transition(ibv_qp_state from, ibv_qp_state to, int* required, int* optional) {
+  *required = 0;
+  *optional = 0;
+  if (to == IBV_QPS_RESET || to == IBV_QPS_ERR) return true;
+  if (from == IBV_QPS_RESET && to == IBV_QPS_INIT) {
+    *required = IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY;
+    return true;
+  }
+  if (from == IBV_QPS_INIT && to == IBV_QPS_INIT) {
+    *optional = IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY;
+    return true;
+  }
+  if (from == IBV_QPS_INIT && to == IBV_QPS_RTR) {
+    *optional = IBV_QP_QKEY;
+    return true;
+  }
+  if (from == IBV_QPS_RTR && to == IBV_QPS_RTS) {
+    *required = IBV_QP_SQ_PSN;
+    *optional = IBV_QP_QKEY | IBV_QP_RNR_RETRY;
+    return true;
+  }
+  if (from == IBV_QPS_RTS && to == IBV_QPS_RTS) {
+    *optional = IBV_QP_QKEY | IBV_QP_RNR_RETRY;
+    return true;
+  }
+  return false;
+}
+
 bool transition(ibv_qp_state from, ibv_qp_state to, int* required, int* optional) {
   *required = 0;
   *optional = 0;
@@ -116,7 +145,8 @@ int modify_qp(Qp& qp, ibv_qp_attr* attr, int mask) {
   ibv_qp_state to = (mask & IBV_QP_STATE) != 0 ? attr->qp_state : from;
   int required = 0;
   int optional = 0;
-  if (!transition(from, to, &required, &optional)) return EINVAL;
+  const bool srd = qp.type == QpType::kSrd;
+  if (!(srd ? srd_transition : transition)(from, to, &required, &optional)) return EINVAL;
   if ((mask & required) != required) return EINVAL;
   if ((mask & ~(required | optional | IBV_QP_STATE | IBV_QP_CUR_STATE)) != 0) return EINVAL;
 
@@ -163,12 +193,15 @@ int modify_qp(Qp& qp, ibv_qp_attr* attr, int mask) {
   if ((mask & IBV_QP_MAX_QP_RD_ATOMIC) != 0) qp.max_rd_atomic = attr->max_rd_atomic;
   if ((mask & IBV_QP_MAX_DEST_RD_ATOMIC) != 0) qp.max_dest_rd_atomic = attr->max_dest_rd_atomic;
   if ((mask & IBV_QP_AV) != 0) qp.ah = attr->ah_attr;
+  if ((mask & IBV_QP_QKEY) != 0) qp.qkey = attr->qkey;
 
   bool kick = false;
   if (to == IBV_QPS_RESET) {
     reset_qp(qp);
   } else if (to == IBV_QPS_ERR) {
     enter_error(qp);
+  } else if (srd) {
+    // Connectionless: every WR names its destination.
   } else if (from == IBV_QPS_INIT && to == IBV_QPS_RTR) {
     resolve_route(qp);
     qp.expected_psn = qp.rq_psn;

@@ -1,5 +1,5 @@
-// RC queue pairs: their attributes, their send and receive queues, and the
-// completions their work requests end with.
+// Queue pairs (RC, and SRD for the EFA personality): their attributes, their
+// send and receive queues, and the completions their work requests end with.
 #pragma once
 
 #include <infiniband/verbs.h>
@@ -24,6 +24,15 @@ class Cq;
 class Nic;
 struct Peer;
 
+// Where an SRD WR goes: set per WR (wr_set_ud_addr), resolved by the NIC.
+struct SrdDest {
+  std::shared_ptr<Peer> peer;  // null: the address names nothing alive
+  uint32_t qpn = 0;
+  uint32_t qkey = 0;
+  uint8_t port = 0;  // the target's port
+  ibv_gid gid{};     // the AH's GID, to resolve the address again
+};
+
 struct SendWr {
   uint64_t wr_id = 0;
   uint64_t index = 0;
@@ -40,6 +49,11 @@ struct SendWr {
   int rnr_tries = 0;
   bool dropping = false;  // the target dropped it; fail at drop_since+retry
   Clock::time_point drop_since{};
+  // SRD only.
+  SrdDest dest;
+  uint32_t preset_vendor = 0;      // EFA status of `preset`
+  bool sent = false;               // transmitted, awaiting the target's answer
+  Clock::time_point not_before{};  // RNR back-off
 };
 
 struct RecvWr {
@@ -50,9 +64,16 @@ struct RecvWr {
   ibv_wc_status preset = IBV_WC_SUCCESS;
 };
 
+enum class QpType { kRc, kSrd };
+
 class Qp : public std::enable_shared_from_this<Qp> {
  public:
   Handle<ibv_qp, Qp> handle{};
+  QpType type = QpType::kRc;
+  // SRD: writes with immediate complete without consuming a receive.
+  bool unsolicited_write_recv = false;
+  // The personality's extended QP (an ibv_qp_ex first) when it made one.
+  std::shared_ptr<void> ex;
   std::shared_ptr<Context> context;
   Nic* nic = nullptr;
   Pd* pd = nullptr;
@@ -84,6 +105,7 @@ class Qp : public std::enable_shared_from_this<Qp> {
   uint8_t rnr_retry = 0;
   uint8_t max_rd_atomic = 0;
   uint8_t max_dest_rd_atomic = 0;
+  uint32_t qkey = 0;           // SRD
   bool ece_supported = false;  // SOFTVERBS_ECE was set when the QP was created
   uint32_t ece_options = 0;    // SOFTVERBS_ECE at creation, then what ibv_set_ece set
   ibv_ah_attr ah{};
@@ -106,10 +128,18 @@ class Qp : public std::enable_shared_from_this<Qp> {
   bool nak_outstanding = false;  // responder dropped the rest after a NAK
 };
 
+// Makes a QP on `pd` (registers its number, counts its users, adds it to the
+// NIC); nullptr with errno set on failure. The caller checks the attributes.
+std::shared_ptr<Qp> make_qp(Pd* pd, Cq* send_cq, Cq* recv_cq, const ibv_qp_cap& cap, bool sig_all,
+                            void* qp_context, QpType type);
+
 // Flushes every WR of qp with IBV_WC_WR_FLUSH_ERR and moves it to ERR
 // (qp.mu held).
 void enter_error(Qp& qp);
 void push_send_cqe(Qp& qp, const SendWr& wr, ibv_wc_status status);
 void push_recv_cqe(Qp& qp, const RecvWr& wr, ibv_wc_status status);
+// SRD: a send WR's completion with an EFA status (vendor error) beside the
+// verbs status; unordered.
+void push_srd_send_cqe(Qp& qp, const SendWr& wr, ibv_wc_status status, uint32_t vendor_err);
 
 }  // namespace softverbs

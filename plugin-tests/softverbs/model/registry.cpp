@@ -92,15 +92,17 @@ uint32_t registry_create_qp(const std::string& nic_path, const DeviceInfo& devic
     }
     text += "\n";
   }
-  // QP numbers are 24 bits; start each process somewhere else so that
-  // collisions (and their file reads) stay rare.
+  // QP numbers are 24 bits (EFA's 16: libfabric's EFA address holds 16);
+  // start each process somewhere else so that collisions (and their file
+  // reads) stay rare.
+  const uint32_t span = (device.efa ? 0x10000u : 0x1000000u) - 0x200u;
   static std::atomic<uint32_t> cursor{0};
   uint32_t expected = 0;
   cursor.compare_exchange_strong(
-      expected, 0x100 + static_cast<uint32_t>((process_nonce() * 2654435761ULL) % 0xfffe00));
+      expected, 0x100 + static_cast<uint32_t>((process_nonce() * 2654435761ULL) % span));
   for (int attempt = 0; attempt < (1 << 16); ++attempt) {
     uint32_t qpn = cursor.fetch_add(1);
-    qpn = 0x100 + (qpn - 0x100) % 0xfffe00;
+    qpn = 0x100 + (qpn - 0x100) % span;
     std::string path = dir + "/qp-" + std::to_string(qpn);
     int fd = open(path.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0644);
     if (fd < 0) {

@@ -45,10 +45,14 @@ struct Frame {
   uint64_t remote_addr;
   uint64_t length;   // request: message length (also for reads)
   uint64_t payload;  // bytes following this header
+  uint32_t qkey;     // SRD request: the Q_Key the requester addressed
+  uint32_t reserved;
+  uint8_t sgid[16];  // SRD request: the requester port's GID
 };
-static_assert(sizeof(Frame) == 48, "Frame layout");
+static_assert(sizeof(Frame) == 72, "Frame layout");
 
 constexpr size_t kInBuffer = 256 << 10;
+constexpr size_t kOutLimit = 4 << 20;  // stop framing WRs beyond this backlog
 
 struct OutChunk {
   std::vector<char> owned;
@@ -87,8 +91,13 @@ struct Conn {
   Frame frame{};
   std::shared_ptr<Qp> qp;
   bool with_recv = false;
+  bool unsolicited = false;  // SRD write with immediate that consumes no receive
   RecvWr recv;
   std::string hello;
 };
+
+// Adds bytes to a connection's output: copied when small or when `keep` is
+// null, else referenced (keeping the MR alive until sent).
+void append(Conn& conn, const void* data, size_t len, const std::shared_ptr<Mr>* keep);
 
 }  // namespace softverbs
