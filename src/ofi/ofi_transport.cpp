@@ -48,9 +48,15 @@ ncclResult_t OfiTransport::settle_efa_settings(DiscoveredDevice* found, Rail* ra
       return ncclInvalidUsage;
     }
     if ((found->info->caps & FI_TAGGED) == 0) {
-      WEFT_WARN("%s: %s, and fabric %s has no tagged messages for the tagged protocol",
-                name.c_str(), outcome.writes_reason.c_str(), found->info->fabric_attr->name);
-      return ncclSystemError;
+      // The message variant: back to the provider's tagged fabric.
+      InfoPtr tagged = find_variant(found->info.get(), found->info->caps & FI_HMEM,
+                                    found->info->domain_attr->mr_mode & FI_MR_HMEM);
+      if (!tagged) {
+        WEFT_WARN("%s: %s, and fabric %s has no tagged messages for the tagged protocol",
+                  name.c_str(), outcome.writes_reason.c_str(), found->info->fabric_attr->name);
+        return ncclSystemError;
+      }
+      found->info = std::move(tagged);
     }
     rail->protocol.protocol = Protocol::Tagged;
     rail->protocol.weft_matching = false;

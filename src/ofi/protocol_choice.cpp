@@ -44,7 +44,8 @@ ncclResult_t choose_protocol(DiscoveredDevice* device, const std::string& settin
     uint64_t mr_mode = info->domain_attr->mr_mode & FI_MR_HMEM;
     // auto: only a fabric that has no FI_TAGGED is worth weft's matching.
     if (matching == "weft" || (matching == "auto" && is_efa_provider(provider))) {
-      message_variant = find_message_variant(info, caps, mr_mode, matching == "auto");
+      message_variant =
+          find_message_variant(info, caps, mr_mode, matching == "auto" ? "efa-direct" : "");
       if (message_variant && message_variant->domain_attr->cq_data_size < 4) {
         message_variant.reset();
       }

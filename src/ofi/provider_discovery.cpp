@@ -75,7 +75,7 @@ InfoPtr find_variant(const fi_info* base, uint64_t extra_caps, uint64_t extra_mr
 }
 
 InfoPtr find_message_variant(const fi_info* base, uint64_t extra_caps, uint64_t extra_mr_mode,
-                             bool only_untagged) {
+                             const std::string& fabric) {
   for (uint64_t rx_cq_data : {uint64_t{0}, uint64_t{FI_RX_CQ_DATA}}) {
     InfoPtr hints = make_hints(base->fabric_attr->prov_name, extra_caps, extra_mr_mode);
     if (!hints) return nullptr;
@@ -93,7 +93,7 @@ InfoPtr find_message_variant(const fi_info* base, uint64_t extra_caps, uint64_t 
       if (std::strcmp(info->fabric_attr->prov_name, base->fabric_attr->prov_name) == 0 &&
           std::strcmp(info->domain_attr->name, base->domain_attr->name) == 0 &&
           (info->caps & extra_caps) == extra_caps &&
-          (!only_untagged || (info->caps & FI_TAGGED) == 0)) {
+          (fabric.empty() || fabric == info->fabric_attr->name)) {
         return InfoPtr(fi_dupinfo(info));
       }
     }

@@ -25,12 +25,12 @@ InfoPtr make_hints(const std::string& provider, uint64_t extra_caps, uint64_t ex
 // mr_mode bits; nullptr when the provider does not offer them there.
 InfoPtr find_variant(const fi_info* base, uint64_t extra_caps, uint64_t extra_mr_mode);
 // The same provider and domain offering plain messages (FI_MSG) and
-// `extra_caps`, asking for no FI_TAGGED and no message order: on efa
-// (libfabric 2.x) that is the efa-direct fabric. `only_untagged` skips
-// fabrics that have FI_TAGGED anyway. Asks first without FI_RX_CQ_DATA
-// (remote writes consume no receive), then with it. Null when none.
+// `extra_caps`, asking for no FI_TAGGED and no message order; when
+// `fabric` is not empty, only that fabric (efa's "efa-direct": the efa
+// fabric answers such hints too). Asks first without FI_RX_CQ_DATA (remote
+// writes consume no receive), then with it. Null when none.
 InfoPtr find_message_variant(const fi_info* base, uint64_t extra_caps, uint64_t extra_mr_mode,
-                             bool only_untagged);
+                             const std::string& fabric);
 
 // On failure logs what was found and which variable to set.
 ncclResult_t discover_devices(const Params& params, std::vector<DiscoveredDevice>* devices);
