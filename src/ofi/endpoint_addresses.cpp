@@ -13,7 +13,23 @@
 
 namespace weft::ofi {
 
-ncclResult_t Endpoint::insert_address(const uint8_t* address, size_t size, fi_addr_t* out) {
+namespace {
+
+// What efa reads of an address: GID, QP number, pad, qkey. fi_getname adds
+// a host pointer after them that means nothing to a peer.
+constexpr size_t kEfaAddressBytes = 24;
+
+}  // namespace
+
+ncclResult_t Endpoint::insert_address(const uint8_t* peer_address, size_t size, fi_addr_t* out) {
+  // One key per peer: bytes the provider ignores must not make a second
+  // AV entry for the same QP.
+  uint8_t normalized[sizeof(local_address_)] = {};
+  const uint8_t* address = peer_address;
+  if (address_format_ == FI_ADDR_EFA && size > kEfaAddressBytes && size <= sizeof(normalized)) {
+    std::memcpy(normalized, peer_address, kEfaAddressBytes);
+    address = normalized;
+  }
   std::string key(reinterpret_cast<const char*>(address), size);
   std::lock_guard<std::mutex> lock(mutex_);
   auto it = address_cache_.find(key);
@@ -87,6 +103,19 @@ bool Endpoint::plausible_peer_address(const uint8_t* address, size_t size,
       }
       return true;
     }
+    case FI_ADDR_EFA:
+      // GID (16 bytes), QP number (2), then 2 pad bytes that efa never
+      // reads: an address differing only there would be a second AV entry
+      // for the same QP, so a corrupt one must be refused here.
+      if (size != local_address_size_ || size < 20) {
+        *problem = std::to_string(size) + " bytes, expected " + std::to_string(local_address_size_);
+        return false;
+      }
+      if (address[18] != 0 || address[19] != 0) {
+        *problem = "the EFA address' pad bytes are not zero";
+        return false;
+      }
+      return true;
     default:
       if (size != local_address_size_) {
         *problem = std::to_string(size) + " bytes, expected " + std::to_string(local_address_size_);
