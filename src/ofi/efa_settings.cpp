@@ -84,20 +84,11 @@ EfaOutcome apply_efa_settings(EndpointOptionCalls& calls, const EfaWanted& wante
 
 bool probe_efa_settings(const fi_info* info, const EfaWanted& wanted, const std::string& device,
                         EfaOutcome* outcome, std::string* error) {
-  fid_fabric* fabric_raw = nullptr;
-  if (int rc = fi_fabric(info->fabric_attr, &fabric_raw, nullptr); rc != 0) {
-    *error = std::string("fi_fabric failed: ") + fi_strerror(-rc);
-    return false;
-  }
-  FabricPtr<fid_fabric> fabric(fabric_raw);
-  fid_domain* domain_raw = nullptr;
-  if (int rc = fi_domain(fabric.get(), const_cast<fi_info*>(info), &domain_raw, nullptr); rc != 0) {
-    *error = std::string("fi_domain failed: ") + fi_strerror(-rc);
-    return false;
-  }
-  FabricPtr<fid_domain> domain(domain_raw);
+  ScratchDomain scratch;
+  if (!open_scratch_domain(info, &scratch, error)) return false;
   fid_ep* ep_raw = nullptr;
-  if (int rc = fi_endpoint(domain.get(), const_cast<fi_info*>(info), &ep_raw, nullptr); rc != 0) {
+  if (int rc = fi_endpoint(scratch.domain.get(), const_cast<fi_info*>(info), &ep_raw, nullptr);
+      rc != 0) {
     *error = std::string("fi_endpoint failed: ") + fi_strerror(-rc);
     return false;
   }

@@ -2,8 +2,11 @@
 #pragma once
 
 #include <rdma/fabric.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_errno.h>
 
 #include <memory>
+#include <string>
 
 #include "weft/log.h"
 
@@ -49,6 +52,31 @@ inline uint32_t fabric_api_version() {
   uint32_t built = FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION);
   uint32_t running = fi_version();
   return running < built ? running : built;
+}
+
+// A fabric and a domain opened only to ask the provider something at init
+// (can it register GPU memory, which endpoint options does it accept).
+// Members close in reverse order: the domain before its fabric.
+struct ScratchDomain {
+  FabricPtr<fid_fabric> fabric;
+  FabricPtr<fid_domain> domain;
+};
+
+// False, with the failed call in `error`, when either cannot be opened.
+inline bool open_scratch_domain(const fi_info* info, ScratchDomain* out, std::string* error) {
+  fid_fabric* fabric = nullptr;
+  if (int rc = fi_fabric(info->fabric_attr, &fabric, nullptr); rc != 0) {
+    *error = std::string("fi_fabric failed: ") + fi_strerror(-rc);
+    return false;
+  }
+  out->fabric.reset(fabric);
+  fid_domain* domain = nullptr;
+  if (int rc = fi_domain(fabric, const_cast<fi_info*>(info), &domain, nullptr); rc != 0) {
+    *error = std::string("fi_domain failed: ") + fi_strerror(-rc);
+    return false;
+  }
+  out->domain.reset(domain);
+  return true;
 }
 
 struct InfoDeleter {

@@ -15,18 +15,9 @@ constexpr size_t kProbeBytes = 2 << 20;  // one large GPU page
 
 // Registers a real device buffer (and a dma-buf of it) on a scratch domain.
 void probe(const fi_info* info, const cuda::Driver& driver, bool try_dmabuf, GpuSupport* support) {
-  fid_fabric* fabric_raw = nullptr;
-  if (int rc = fi_fabric(info->fabric_attr, &fabric_raw, nullptr); rc != 0) {
-    support->off_reason = std::string("fi_fabric failed: ") + fi_strerror(-rc);
-    return;
-  }
-  FabricPtr<fid_fabric> fabric(fabric_raw);
-  fid_domain* domain_raw = nullptr;
-  if (int rc = fi_domain(fabric.get(), const_cast<fi_info*>(info), &domain_raw, nullptr); rc != 0) {
-    support->off_reason = std::string("fi_domain failed: ") + fi_strerror(-rc);
-    return;
-  }
-  FabricPtr<fid_domain> domain(domain_raw);
+  ScratchDomain scratch;
+  if (!open_scratch_domain(info, &scratch, &support->off_reason)) return;
+  fid_domain* domain = scratch.domain.get();
   void* buffer = nullptr;
   std::string error;
   if (!driver.alloc(kProbeBytes, 0, &buffer, &error)) {
@@ -42,7 +33,7 @@ void probe(const fi_info* info, const cuda::Driver& driver, bool try_dmabuf, Gpu
   attr.iface = FI_HMEM_CUDA;
   attr.device.cuda = 0;
   fid_mr* mr = nullptr;
-  int rc = fi_mr_regattr(domain.get(), &attr, 0, &mr);
+  int rc = fi_mr_regattr(domain, &attr, 0, &mr);
   if (rc == 0) {
     FabricPtr<fid_mr> close(mr);
     support->cuda = true;
@@ -61,7 +52,7 @@ void probe(const fi_info* info, const cuda::Driver& driver, bool try_dmabuf, Gpu
     attr.dmabuf = &dmabuf;
     attr.requested_key = 2;
     mr = nullptr;
-    if (fi_mr_regattr(domain.get(), &attr, FI_MR_DMABUF, &mr) == 0) {
+    if (fi_mr_regattr(domain, &attr, FI_MR_DMABUF, &mr) == 0) {
       FabricPtr<fid_mr> close(mr);
       support->dmabuf = true;
     }
