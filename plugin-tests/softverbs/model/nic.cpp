@@ -905,7 +905,17 @@ void Nic::execute(Conn& conn, const Frame& f, const std::shared_ptr<Qp>& qp,
   }
   qp->expected_psn = (qp->expected_psn + 1) & 0xffffff;
   qp->nak_outstanding = false;
-  if (is_read) {
+  land_request(conn, f, qp, lock, target, std::move(mr), std::move(recv), consumes);
+}
+
+// An accepted request, RC or SRD: a read is answered at once (the lock is
+// released first); a write or send is received into its sink.
+void Nic::land_request(Conn& conn, const Frame& f, const std::shared_ptr<Qp>& qp,
+                       std::unique_lock<std::mutex>& lock, char* target, std::shared_ptr<Mr> mr,
+                       RecvWr recv, bool consumes) {
+  const auto op = static_cast<ibv_wr_opcode>(f.op);
+  bool is_write = op == IBV_WR_RDMA_WRITE || op == IBV_WR_RDMA_WRITE_WITH_IMM;
+  if (op == IBV_WR_RDMA_READ) {
     lock.unlock();
     Frame r{};
     r.type = kResponse;

@@ -121,6 +121,9 @@ class Nic {
   // SRD (srd.cpp): connectionless, unordered, every WR on its own.
   void pump_srd(const std::shared_ptr<Qp>& qp);
   void pump_srd_locked(Qp& qp);
+  void land_request(Conn& conn, const Frame& f, const std::shared_ptr<Qp>& qp,
+                    std::unique_lock<std::mutex>& lock, char* target, std::shared_ptr<Mr> mr,
+                    RecvWr recv, bool consumes);
   void execute_srd(Conn& conn, const Frame& f, const std::shared_ptr<Qp>& qp,
                    std::unique_lock<std::mutex>& lock);
   void on_response_srd(Conn& conn, const Frame& f, Qp& qp);

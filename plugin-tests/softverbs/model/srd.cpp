@@ -266,35 +266,8 @@ void Nic::execute_srd(Conn& conn, const Frame& f, const std::shared_ptr<Qp>& qp,
       return;
     }
   }
-  if (is_read) {
-    lock.unlock();
-    Frame r{};
-    r.type = kResponse;
-    r.op = kReadResponse;
-    r.req_qpn = f.req_qpn;
-    r.resp_qpn = f.resp_qpn;
-    r.psn = f.psn;
-    r.length = f.length;
-    r.payload = f.length;
-    queue(conn, r, target, f.length, mr);
-    return;
-  }
-  conn.qp = qp;
-  conn.with_recv = consumes;
   conn.unsolicited = unsolicited;
-  conn.done = Conn::Done::kRequest;
-  if (is_write) {
-    if (f.length > 0) conn.sink.push_back(Piece{target, f.length, mr});
-  } else {
-    uint64_t left = f.length;
-    for (const Piece& piece : recv.pieces) {
-      if (left == 0) break;
-      size_t take = std::min<uint64_t>(piece.len, left);
-      conn.sink.push_back(Piece{piece.ptr, take, piece.mr});
-      left -= take;
-    }
-  }
-  conn.recv = std::move(recv);
+  land_request(conn, f, qp, lock, target, std::move(mr), std::move(recv), consumes);
 }
 
 // The requester side: an answer to one of the QP's outstanding WRs (qp.mu
