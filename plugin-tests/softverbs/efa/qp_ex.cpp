@@ -181,20 +181,7 @@ int wr_complete(ibv_qp_ex* verbs_qp) {
       w.preset = fault;
       w.preset_vendor = kEfaQpInternalError;
     }
-    count(kSendWrs);
-    static constexpr Counter kByOpcode[] = {kSendWrsWrite, kSendWrsWriteImm, kSendWrsSend,
-                                            kSendWrsSendImm, kSendWrsRead};
-    count(kByOpcode[w.opcode]);
-    if (w.signaled) count(kSignaledWrs);
-    w.index = qp.sq_posted++;
-    w.psn = qp.next_psn;
-    qp.next_psn = (qp.next_psn + 1) & 0xffffff;
-    if (qp.state == IBV_QPS_ERR) {
-      push_send_cqe(qp, w, IBV_WC_WR_FLUSH_ERR);
-    } else {
-      qp.sq.push_back(std::move(w));
-      posted = true;
-    }
+    if (enqueue_send(qp, std::move(w))) posted = true;
   }
   lock.unlock();
   if (posted) qp.nic->kick(qp);

@@ -91,20 +91,7 @@ int post_send(ibv_qp* verbs_qp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
     if (w.length > kMaxMessage && w.preset == IBV_WC_SUCCESS) w.preset = IBV_WC_LOC_LEN_ERR;
     ibv_wc_status fault = qp.nic->on_send_posted();
     if (fault != IBV_WC_SUCCESS && w.preset == IBV_WC_SUCCESS) w.preset = fault;
-    count(kSendWrs);
-    static constexpr Counter kByOpcode[] = {kSendWrsWrite, kSendWrsWriteImm, kSendWrsSend,
-                                            kSendWrsSendImm, kSendWrsRead};
-    count(kByOpcode[wr->opcode]);
-    if (w.signaled) count(kSignaledWrs);
-    w.index = qp.sq_posted++;
-    w.psn = qp.next_psn;
-    qp.next_psn = (qp.next_psn + 1) & 0xffffff;
-    if (qp.state == IBV_QPS_ERR) {
-      push_send_cqe(qp, w, IBV_WC_WR_FLUSH_ERR);
-    } else {
-      qp.sq.push_back(std::move(w));
-      posted = true;
-    }
+    if (enqueue_send(qp, std::move(w))) posted = true;
   }
   lock.unlock();
   if (posted) qp.nic->kick(qp);

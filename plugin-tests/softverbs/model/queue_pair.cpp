@@ -9,6 +9,7 @@
 
 #include "completion.h"
 #include "context.h"
+#include "counters.h"
 #include "env.h"
 #include "nic.h"
 #include "registry.h"
@@ -67,6 +68,23 @@ std::shared_ptr<Qp> make_qp(Pd* pd, Cq* send_cq, Cq* recv_cq, const ibv_qp_cap& 
   recv_cq->users.fetch_add(1);
   context->nic->add_qp(qp);
   return qp;
+}
+
+bool enqueue_send(Qp& qp, SendWr wr) {
+  count(kSendWrs);
+  static constexpr Counter kByOpcode[] = {kSendWrsWrite, kSendWrsWriteImm, kSendWrsSend,
+                                          kSendWrsSendImm, kSendWrsRead};
+  count(kByOpcode[wr.opcode]);
+  if (wr.signaled) count(kSignaledWrs);
+  wr.index = qp.sq_posted++;
+  wr.psn = qp.next_psn;
+  qp.next_psn = (qp.next_psn + 1) & 0xffffff;
+  if (qp.state == IBV_QPS_ERR) {
+    push_send_cqe(qp, wr, IBV_WC_WR_FLUSH_ERR);
+    return false;
+  }
+  qp.sq.push_back(std::move(wr));
+  return true;
 }
 
 void push_send_cqe(Qp& qp, const SendWr& wr, ibv_wc_status status) {

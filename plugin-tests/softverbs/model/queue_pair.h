@@ -137,6 +137,10 @@ std::shared_ptr<Qp> make_qp(Pd* pd, Cq* send_cq, Cq* recv_cq, const ibv_qp_cap& 
 // (qp.mu held).
 void enter_error(Qp& qp);
 void push_send_cqe(Qp& qp, const SendWr& wr, ibv_wc_status status);
+// A send WR the personality built: counts it, numbers it, and queues it, or
+// completes it flushed when the QP is in ERR (qp.mu held). True when queued:
+// the caller kicks the NIC once its lock is released.
+bool enqueue_send(Qp& qp, SendWr wr);
 void push_recv_cqe(Qp& qp, const RecvWr& wr, ibv_wc_status status);
 // SRD: a send WR's completion with an EFA status (vendor error) beside the
 // verbs status; unordered.
