@@ -34,26 +34,32 @@ std::vector<std::string> split(const std::string& text, char separator) {
   return out;
 }
 
+namespace {
+
+void write_line(const char* format, va_list ap) {
+  char line[512];
+  std::vsnprintf(line, sizeof(line), format, ap);
+  std::fprintf(stderr, "softverbs[%d]: %s\n", static_cast<int>(getpid()), line);
+}
+
+}  // namespace
+
 void log(const char* format, ...) {
   static const bool on = env_long("SOFTVERBS_LOG", 0) != 0;
   if (!on) return;
-  char line[512];
   va_list ap;
   va_start(ap, format);
-  std::vsnprintf(line, sizeof(line), format, ap);
+  write_line(format, ap);
   va_end(ap);
-  std::fprintf(stderr, "softverbs[%d]: %s\n", static_cast<int>(getpid()), line);
 }
 
 void trace(const char* format, ...) {
   static const bool on = env_long("SOFTVERBS_LOG", 0) >= 2;
   if (!on) return;
-  char line[512];
   va_list ap;
   va_start(ap, format);
-  std::vsnprintf(line, sizeof(line), format, ap);
+  write_line(format, ap);
   va_end(ap);
-  std::fprintf(stderr, "softverbs[%d]: %s\n", static_cast<int>(getpid()), line);
 }
 
 }  // namespace softverbs
