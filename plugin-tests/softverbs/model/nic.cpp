@@ -975,18 +975,7 @@ void Nic::schedule_resume(Qp& qp) {
 
 void Nic::complete_head(Qp& qp) {
   SendWr& head = qp.sq.front();
-  switch (head.opcode) {
-    case IBV_WR_RDMA_WRITE:
-    case IBV_WR_RDMA_WRITE_WITH_IMM:
-      count(kBytesWritten, head.length);
-      break;
-    case IBV_WR_RDMA_READ:
-      count(kBytesRead, head.length);
-      break;
-    default:
-      count(kBytesSent, head.length);
-      break;
-  }
+  count_completed_bytes(head);
   if (head.signaled) push_send_cqe(qp, head, IBV_WC_SUCCESS);
   qp.sq.pop_front();
   if (qp.send_next > 0) --qp.send_next;

@@ -70,6 +70,21 @@ std::shared_ptr<Qp> make_qp(Pd* pd, Cq* send_cq, Cq* recv_cq, const ibv_qp_cap& 
   return qp;
 }
 
+void count_completed_bytes(const SendWr& wr) {
+  switch (wr.opcode) {
+    case IBV_WR_RDMA_WRITE:
+    case IBV_WR_RDMA_WRITE_WITH_IMM:
+      count(kBytesWritten, wr.length);
+      break;
+    case IBV_WR_RDMA_READ:
+      count(kBytesRead, wr.length);
+      break;
+    default:
+      count(kBytesSent, wr.length);
+      break;
+  }
+}
+
 bool enqueue_send(Qp& qp, SendWr wr) {
   count(kSendWrs);
   static constexpr Counter kByOpcode[] = {kSendWrsWrite, kSendWrsWriteImm, kSendWrsSend,
@@ -87,33 +102,10 @@ bool enqueue_send(Qp& qp, SendWr wr) {
   return true;
 }
 
-void push_send_cqe(Qp& qp, const SendWr& wr, ibv_wc_status status) {
-  if (status != IBV_WC_SUCCESS && status != IBV_WC_WR_FLUSH_ERR) {
-    log("QP %u send wr_id %#llx: %s", qp.qpn, static_cast<unsigned long long>(wr.wr_id),
-        wc_status_text(status));
-  }
-  Cqe cqe;
-  cqe.wc.wr_id = wr.wr_id;
-  cqe.wc.status = status;
-  cqe.wc.opcode = send_wc_opcode(wr.opcode);
-  cqe.wc.byte_len = status == IBV_WC_SUCCESS ? static_cast<uint32_t>(wr.length) : 0;
-  cqe.wc.qp_num = qp.qpn;
-  cqe.wc.vendor_err = status == IBV_WC_SUCCESS ? 0 : 0x100 + status;
-  cqe.qp = &qp;
-  cqe.retired = &qp.sq_retired;
-  cqe.index = wr.index;
-  cqe.unordered = qp.type == QpType::kSrd;
-  if (qp.type == QpType::kSrd && status != IBV_WC_SUCCESS) {
-    cqe.wc.vendor_err = status == IBV_WC_WR_FLUSH_ERR ? 1 : 2;  // FLUSHED, QP_INTERNAL_ERROR
-  }
-  qp.send_cq->push(cqe);
-}
+namespace {
 
-void push_srd_send_cqe(Qp& qp, const SendWr& wr, ibv_wc_status status, uint32_t vendor_err) {
-  if (status != IBV_WC_SUCCESS) {
-    log("QP %u send wr_id %#llx: %s (EFA status %u)", qp.qpn,
-        static_cast<unsigned long long>(wr.wr_id), wc_status_text(status), vendor_err);
-  }
+// A send WR's completion with the vendor error given (0 on success).
+void push_send_entry(Qp& qp, const SendWr& wr, ibv_wc_status status, uint32_t vendor_err) {
   Cqe cqe;
   cqe.wc.wr_id = wr.wr_id;
   cqe.wc.status = status;
@@ -124,8 +116,30 @@ void push_srd_send_cqe(Qp& qp, const SendWr& wr, ibv_wc_status status, uint32_t 
   cqe.qp = &qp;
   cqe.retired = &qp.sq_retired;
   cqe.index = wr.index;
-  cqe.unordered = true;
+  cqe.unordered = qp.type == QpType::kSrd;
   qp.send_cq->push(cqe);
+}
+
+}  // namespace
+
+void push_send_cqe(Qp& qp, const SendWr& wr, ibv_wc_status status) {
+  if (status != IBV_WC_SUCCESS && status != IBV_WC_WR_FLUSH_ERR) {
+    log("QP %u send wr_id %#llx: %s", qp.qpn, static_cast<unsigned long long>(wr.wr_id),
+        wc_status_text(status));
+  }
+  uint32_t vendor_err = 0x100 + status;
+  if (qp.type == QpType::kSrd) {
+    vendor_err = status == IBV_WC_WR_FLUSH_ERR ? 1 : 2;  // FLUSHED, QP_INTERNAL_ERROR
+  }
+  push_send_entry(qp, wr, status, vendor_err);
+}
+
+void push_srd_send_cqe(Qp& qp, const SendWr& wr, ibv_wc_status status, uint32_t vendor_err) {
+  if (status != IBV_WC_SUCCESS) {
+    log("QP %u send wr_id %#llx: %s (EFA status %u)", qp.qpn,
+        static_cast<unsigned long long>(wr.wr_id), wc_status_text(status), vendor_err);
+  }
+  push_send_entry(qp, wr, status, vendor_err);
 }
 
 void push_recv_cqe(Qp& qp, const RecvWr& wr, ibv_wc_status status) {

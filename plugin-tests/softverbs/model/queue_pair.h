@@ -141,6 +141,8 @@ void push_send_cqe(Qp& qp, const SendWr& wr, ibv_wc_status status);
 // completes it flushed when the QP is in ERR (qp.mu held). True when queued:
 // the caller kicks the NIC once its lock is released.
 bool enqueue_send(Qp& qp, SendWr wr);
+// Counts the bytes a completed send WR moved (written, read or sent).
+void count_completed_bytes(const SendWr& wr);
 void push_recv_cqe(Qp& qp, const RecvWr& wr, ibv_wc_status status);
 // SRD: a send WR's completion with an EFA status (vendor error) beside the
 // verbs status; unordered.

@@ -190,18 +190,7 @@ void Nic::pump_srd_locked(Qp& qp) {
 
 void Nic::complete_srd(Qp& qp, size_t index) {
   SendWr& wr = qp.sq[index];
-  switch (wr.opcode) {
-    case IBV_WR_RDMA_WRITE:
-    case IBV_WR_RDMA_WRITE_WITH_IMM:
-      count(kBytesWritten, wr.length);
-      break;
-    case IBV_WR_RDMA_READ:
-      count(kBytesRead, wr.length);
-      break;
-    default:
-      count(kBytesSent, wr.length);
-      break;
-  }
+  count_completed_bytes(wr);
   if (wr.signaled) {
     push_srd_send_cqe(qp, wr, IBV_WC_SUCCESS, 0);
   } else {
