@@ -973,6 +973,21 @@ void Nic::schedule_resume(Qp& qp) {
   });
 }
 
+// Puts a request frame and its payload (none, inline, or the WR's pieces)
+// on the connection.
+void Nic::send_request(Conn& conn, const Frame& f, const SendWr& wr) {
+  if (f.payload == 0) {
+    queue(conn, f, nullptr, 0, nullptr);
+  } else if (!wr.inline_data.empty()) {
+    queue(conn, f, wr.inline_data.data(), wr.inline_data.size(), nullptr);
+  } else {
+    queue(conn, f, nullptr, 0, nullptr);
+    for (const Piece& piece : wr.pieces) {
+      append(conn, piece.ptr, piece.len, piece.mr ? &piece.mr : nullptr);
+    }
+  }
+}
+
 void Nic::complete_head(Qp& qp) {
   SendWr& head = qp.sq.front();
   count_completed_bytes(head);
@@ -1055,16 +1070,7 @@ void Nic::pump_locked(Qp& qp, Conn* conn) {
     f.length = wr.length;
     f.payload = wr.opcode == IBV_WR_RDMA_READ ? 0 : wr.length;
     if (wr.rnr_tries > 0 || wr.dropping) count(kRetransmits);
-    if (f.payload == 0) {
-      queue(*conn, f, nullptr, 0, nullptr);
-    } else if (!wr.inline_data.empty()) {
-      queue(*conn, f, wr.inline_data.data(), wr.inline_data.size(), nullptr);
-    } else {
-      queue(*conn, f, nullptr, 0, nullptr);
-      for (const Piece& piece : wr.pieces) {
-        append(*conn, piece.ptr, piece.len, piece.mr ? &piece.mr : nullptr);
-      }
-    }
+    send_request(*conn, f, wr);
     ++qp.send_next;
   }
 }

@@ -121,6 +121,7 @@ class Nic {
   // SRD (srd.cpp): connectionless, unordered, every WR on its own.
   void pump_srd(const std::shared_ptr<Qp>& qp);
   void pump_srd_locked(Qp& qp);
+  void send_request(Conn& conn, const Frame& f, const SendWr& wr);
   void land_request(Conn& conn, const Frame& f, const std::shared_ptr<Qp>& qp,
                     std::unique_lock<std::mutex>& lock, char* target, std::shared_ptr<Mr> mr,
                     RecvWr recv, bool consumes);

@@ -172,16 +172,7 @@ void Nic::pump_srd_locked(Qp& qp) {
           wr.dest.qpn, static_cast<int>(wr.opcode), wr.psn,
           static_cast<unsigned long long>(wr.length), wr.pieces.size(),
           wr.pieces.empty() ? size_t{0} : wr.pieces[0].len, wr.inline_data.size());
-    if (f.payload == 0) {
-      queue(*conn, f, nullptr, 0, nullptr);
-    } else if (!wr.inline_data.empty()) {
-      queue(*conn, f, wr.inline_data.data(), wr.inline_data.size(), nullptr);
-    } else {
-      queue(*conn, f, nullptr, 0, nullptr);
-      for (const Piece& piece : wr.pieces) {
-        append(*conn, piece.ptr, piece.len, piece.mr ? &piece.mr : nullptr);
-      }
-    }
+    send_request(*conn, f, wr);
     wr.sent = true;
     ++i;
   }
