@@ -3,6 +3,7 @@
 #include "ofi/rdma_wire.h"
 
 #include <catch2/catch.hpp>
+#include <cstdint>
 #include <cstring>
 
 #include "ofi/protocol_choice.h"
@@ -84,6 +85,9 @@ TEST_CASE("malformed clear-to-send messages are refused by name", "[unit][rdma_w
   uint8_t bytes[kCtsMaxSize];
   std::memcpy(bytes, good, size);
   refused(bytes, 8, "shorter than its header");
+  bytes[4] = 2;  // before eager data moved into the immediate
+  refused(bytes, size, "wire version");
+  bytes[4] = good[4];
   bytes[0] ^= 1;
   refused(bytes, size, "bad magic");
   std::memcpy(bytes, good, size);
@@ -171,6 +175,44 @@ TEST_CASE("eager headers: data, truncation and size notices", "[unit][rdma_wire]
   CHECK(out.index == 12);
   CHECK_FALSE(decode_eager_header(bytes, kEagerHeaderSize + 4, 8192, &out, &error));
   CHECK_THAT(error, Catch::Contains("abort notice carries data"));
+}
+
+TEST_CASE("eager immediates: tag and index low bits, or a header follows", "[unit][rdma_wire]") {
+  EagerImmediate out;
+  std::string error;
+  // Round trip across tags, and indices on both sides of the receiver's next.
+  for (int32_t tag : {0, 1, -1, 7, -3, (1 << 19) - 1, -(1 << 19) + 1}) {
+    for (uint32_t next : {0u, 5u, 4095u, 4096u, 100000u, 0xfffffff0u}) {
+      for (int32_t delta : {-2048, -512, -1, 0, 1, 255, 511, 2047}) {
+        const uint32_t index = next + static_cast<uint32_t>(delta);
+        const uint64_t value = encode_eager_immediate(index, tag);
+        INFO("tag " << tag << " next " << next << " delta " << delta);
+        REQUIRE(decode_eager_immediate(&value, next, &out, &error));
+        CHECK_FALSE(out.header_follows);
+        CHECK(out.tag == tag);
+        CHECK(out.index == index);
+      }
+    }
+  }
+  CHECK(eager_tag_fits((1 << 19) - 1));
+  CHECK(eager_tag_fits(-(1 << 19) + 1));
+  CHECK_FALSE(eager_tag_fits(1 << 19));
+  CHECK_FALSE(eager_tag_fits(-(1 << 19)));
+  CHECK_FALSE(eager_tag_fits(INT32_MIN));
+  CHECK_FALSE(eager_tag_fits(INT32_MAX));
+
+  const uint64_t marker = kEagerHeaderFollows;
+  REQUIRE(decode_eager_immediate(&marker, 77, &out, &error));
+  CHECK(out.header_follows);
+  // The marker's tag field with index bits set names no tag.
+  const uint64_t bad = kEagerHeaderFollows | 5;
+  CHECK_FALSE(decode_eager_immediate(&bad, 77, &out, &error));
+  CHECK_THAT(error, Catch::Contains("names no tag"));
+  const uint64_t wide = uint64_t{1} << 32;
+  CHECK_FALSE(decode_eager_immediate(&wide, 77, &out, &error));
+  CHECK_THAT(error, Catch::Contains("wider than 32 bits"));
+  CHECK_FALSE(decode_eager_immediate(nullptr, 77, &out, &error));
+  CHECK_THAT(error, Catch::Contains("no immediate"));
 }
 
 TEST_CASE("write immediates round trip and reject what cannot be", "[unit][rdma_wire]") {

@@ -89,12 +89,18 @@ class Endpoint final : public Poller, public OrphanKeeper {
   ssize_t send(const void* buffer, size_t size, void* descriptor, fi_addr_t peer, uint64_t tag,
                OpContext* context);
   ssize_t inject(const void* buffer, size_t size, fi_addr_t peer, uint64_t tag);
+  // The same with the caller's remote CQ data instead of the size (rdma
+  // protocol: eager data carries its index and tag there).
+  ssize_t send_data(const void* buffer, size_t size, void* descriptor, uint64_t data,
+                    fi_addr_t peer, uint64_t tag, OpContext* context);
+  ssize_t inject_data(const void* buffer, size_t size, uint64_t data, fi_addr_t peer, uint64_t tag);
   ssize_t receive(void* buffer, size_t size, void* descriptor, uint64_t tag, OpContext* context);
   void cancel(OpContext* context);
-  // A tagged send of a header followed by the caller's data (two iovecs).
+  // A tagged send of a header followed by the caller's data (two iovecs),
+  // with remote CQ data.
   ssize_t send_with_header(const void* header, size_t header_size, void* header_descriptor,
-                           const void* data, size_t size, void* data_descriptor, fi_addr_t peer,
-                           uint64_t tag, OpContext* context);
+                           const void* data, size_t size, void* data_descriptor, uint64_t cq_data,
+                           fi_addr_t peer, uint64_t tag, OpContext* context);
   // RDMA protocol. A write carrying 4 bytes of immediate data to the peer.
   ssize_t write(const void* buffer, size_t size, void* descriptor, fi_addr_t peer,
                 uint64_t remote_address, uint64_t key, uint32_t immediate, OpContext* context);

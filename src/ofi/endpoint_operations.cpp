@@ -35,6 +35,29 @@ ssize_t Endpoint::inject(const void* buffer, size_t size, fi_addr_t peer, uint64
   return fi_tinjectdata(ep_.get(), buffer, size, size, peer, tag);
 }
 
+ssize_t Endpoint::send_data(const void* buffer, size_t size, void* descriptor, uint64_t data,
+                            fi_addr_t peer, uint64_t tag, OpContext* context) {
+  // Weft's matching owns the CQ data; callers send with a header instead.
+  if (weft_matching_) return -FI_EOPNOTSUPP;
+  std::lock_guard<std::mutex> lock(io_mutex_);
+  return fi_tsenddata(ep_.get(), buffer, size, descriptor, data, peer, tag,
+                      &context->provider_context);
+}
+
+ssize_t Endpoint::inject_data(const void* buffer, size_t size, uint64_t data, fi_addr_t peer,
+                              uint64_t tag) {
+  if (weft_matching_) {
+    // As send_with_header: the compact tag takes the CQ data's place, so
+    // only messages that start with a header may come here.
+    uint32_t compact = 0;
+    if (!compact_tag(tag, &compact) || size > pool_slot_size_) return -FI_EINVAL;
+    std::lock_guard<std::mutex> lock(io_mutex_);
+    return fi_injectdata(ep_.get(), buffer, size, compact, peer);
+  }
+  std::lock_guard<std::mutex> lock(io_mutex_);
+  return fi_tinjectdata(ep_.get(), buffer, size, data, peer, tag);
+}
+
 ssize_t Endpoint::receive(void* buffer, size_t size, void* descriptor, uint64_t tag,
                           OpContext* context) {
   std::lock_guard<std::mutex> lock(io_mutex_);
@@ -61,7 +84,8 @@ void Endpoint::cancel(OpContext* context) {
 
 ssize_t Endpoint::send_with_header(const void* header, size_t header_size, void* header_descriptor,
                                    const void* data, size_t size, void* data_descriptor,
-                                   fi_addr_t peer, uint64_t tag, OpContext* context) {
+                                   uint64_t cq_data, fi_addr_t peer, uint64_t tag,
+                                   OpContext* context) {
   iovec iov[2] = {{const_cast<void*>(header), header_size}, {const_cast<void*>(data), size}};
   void* descriptors[2] = {header_descriptor, data_descriptor};
   if (weft_matching_) {
@@ -73,13 +97,20 @@ ssize_t Endpoint::send_with_header(const void* header, size_t header_size, void*
     message.iov_count = size > 0 ? 2 : 1;
     message.addr = peer;
     message.context = &context->provider_context;
-    message.data = compact;
+    message.data = compact;  // in place of cq_data: the receiver reads the header
     std::lock_guard<std::mutex> lock(io_mutex_);
     return fi_sendmsg(ep_.get(), &message, FI_REMOTE_CQ_DATA | FI_COMPLETION);
   }
+  fi_msg_tagged message{};
+  message.msg_iov = iov;
+  message.desc = descriptors;
+  message.iov_count = size > 0 ? 2 : 1;
+  message.addr = peer;
+  message.tag = tag;
+  message.context = &context->provider_context;
+  message.data = cq_data;
   std::lock_guard<std::mutex> lock(io_mutex_);
-  return fi_tsendv(ep_.get(), iov, descriptors, size > 0 ? 2 : 1, peer, tag,
-                   &context->provider_context);
+  return fi_tsendmsg(ep_.get(), &message, FI_REMOTE_CQ_DATA | FI_COMPLETION);
 }
 
 ssize_t Endpoint::write(const void* buffer, size_t size, void* descriptor, fi_addr_t peer,

@@ -79,6 +79,7 @@ ncclResult_t RdmaRecvPath::start() {
 ncclResult_t RdmaRecvPath::post_bounce(int index) {
   Bounce& bounce = bounces_[index];
   bounce.length = 0;
+  bounce.has_immediate = false;
   bounce.state.store(kPosted, std::memory_order_relaxed);
   ssize_t rc = endpoint_.receive(bounce_data(index), bounce_stride_, descriptor_of(bounce_region_),
                                  eager_tag(peer_.local_comm_id), &bounce.op);
@@ -163,32 +164,74 @@ ncclResult_t RdmaRecvPath::irecv(int n, void** data, const size_t* sizes, const 
     slot.request = req;
   }
   encode_cts(cts, cts_buffers_[s]);
-  ssize_t rc = endpoint_.send(cts_buffers_[s], cts_size(n, rails()), descriptor_of(cts_region_),
-                              peer_.address, cts_tag(peer_.remote_comm_id), req->op(kCtsOp));
-  if (rc != 0) {
+  next_index_ += static_cast<uint32_t>(n);
+  ++next_group_;
+  *request = req;
+  if (!send_cts(s)) {
+    // The provider is full: NCCL retries the receive.
+    next_index_ -= static_cast<uint32_t>(n);
+    --next_group_;
+    *request = nullptr;
     {
       std::lock_guard<std::mutex> lock(state_mutex_);
       slots_[s].request = nullptr;
     }
     pool_.release(req);
-    if (rc == -FI_EAGAIN) return poll_rails();
-    WEFT_WARN("%s: sending the clear-to-send for %d receive(s) to %s failed: %s",
-              endpoint_.device_name().c_str(), n, peer_.name.c_str(), fi_strerror((int)-rc));
-    return ncclSystemError;
+    return poll_rails();
   }
-  next_index_ += static_cast<uint32_t>(n);
-  ++next_group_;
-  *request = req;
   // Eager messages for this group may have arrived before it was posted.
   return service();
+}
+
+bool RdmaRecvPath::send_cts(int s) {
+  RecvRequest* req = slots_[s].request;
+  const auto* bytes = cts_buffers_[s];
+  const size_t cts_bytes = cts_size(bytes[5], rails());
+  ssize_t rc;
+  if (cts_bytes <= endpoint_.inject_size()) {
+    // No send completion to read back later: one completion fewer per receive.
+    rc = endpoint_.inject(bytes, cts_bytes, peer_.address, cts_tag(peer_.remote_comm_id));
+    if (rc == 0) req->complete_now(kCtsOp);
+  } else {
+    rc = endpoint_.send(bytes, cts_bytes, descriptor_of(cts_region_), peer_.address,
+                        cts_tag(peer_.remote_comm_id), req->op(kCtsOp));
+  }
+  if (rc == 0) return true;
+  if (rc == -FI_EAGAIN) return false;
+  WEFT_WARN("%s: sending the clear-to-send for %d receive(s) to %s failed: %s",
+            endpoint_.device_name().c_str(), static_cast<int>(bytes[5]), peer_.name.c_str(),
+            fi_strerror((int)-rc));
+  // The receive fails in test(), naming the peer.
+  req->on_error(kCtsOp, static_cast<int>(-rc), 0, "sending the clear-to-send failed");
+  return true;
 }
 
 bool RdmaRecvPath::place_eager(int index, ncclResult_t* result) {
   *result = ncclSuccess;
   Bounce& bounce = bounces_[index];
   const uint8_t* bytes = bounce_data(index);
-  EagerHeader header;
+  EagerImmediate immediate;
   std::string problem;
+  // Under weft's matching the CQ data was the compact tag: a header follows.
+  if (endpoint_.weft_matching()) {
+    immediate.header_follows = true;
+  } else if (!decode_eager_immediate(bounce.has_immediate ? &bounce.immediate : nullptr,
+                                     next_index_, &immediate, &problem)) {
+    fail(problem);
+    *result = ncclRemoteError;
+    return false;
+  }
+  if (!immediate.header_follows) {
+    // Data alone: the immediate named index and tag.
+    if (bounce.length > eager_size_) {
+      fail("eager data of " + std::to_string(bounce.length) + " bytes exceeds the eager limit of " +
+           std::to_string(eager_size_));
+      *result = ncclRemoteError;
+      return false;
+    }
+    return fill_entry(index, immediate.index, immediate.tag, bounce.length, false, bytes, result);
+  }
+  EagerHeader header;
   if (!decode_eager_header(bytes, bounce.length, eager_size_, &header, &problem)) {
     fail(problem);
     *result = ncclRemoteError;
@@ -210,6 +253,13 @@ bool RdmaRecvPath::place_eager(int index, ncclResult_t* result) {
     *result = fault_.result();
     return true;
   }
+  return fill_entry(index, header.index, header.tag, header.size, header.truncated,
+                    bytes + kEagerHeaderSize, result);
+}
+
+bool RdmaRecvPath::fill_entry(int index, uint32_t message, int32_t tag, uint64_t size,
+                              bool truncated, const uint8_t* data, ncclResult_t* result) {
+  Bounce& bounce = bounces_[index];
   RecvRequest* req = nullptr;
   int entry_index = -1;
   int slot_index = -1;
@@ -218,13 +268,12 @@ bool RdmaRecvPath::place_eager(int index, ncclResult_t* result) {
   {
     std::lock_guard<std::mutex> lock(state_mutex_);
     // Not posted yet: keep it until irecv covers its index.
-    if (static_cast<int32_t>(header.index - next_index_) >= 0) return false;
+    if (static_cast<int32_t>(message - next_index_) >= 0) return false;
     for (int s = 0; s < kRdmaSlots && entry == nullptr; ++s) {
       Slot& slot = slots_[s];
-      if (slot.request == nullptr || header.index - slot.first_index >= uint32_t(slot.count))
-        continue;
+      if (slot.request == nullptr || message - slot.first_index >= uint32_t(slot.count)) continue;
       for (int e = 0; e < slot.count; ++e) {
-        if (slot.entries[e].tag == header.tag && !slot.entries[e].claimed) {
+        if (slot.entries[e].tag == tag && !slot.entries[e].claimed) {
           entry = &slot.entries[e];
           entry_index = e;
           slot_index = s;
@@ -234,30 +283,30 @@ bool RdmaRecvPath::place_eager(int index, ncclResult_t* result) {
       }
     }
     if (entry == nullptr) {
-      fail("eager message #" + std::to_string(header.index) + " with tag " +
-           std::to_string(header.tag) + " matches no pending receive");
+      fail("eager message #" + std::to_string(message) + " with tag " + std::to_string(tag) +
+           " matches no pending receive");
       *result = ncclRemoteError;
       return false;
     }
     entry->claimed = true;
     entry->eager = true;
-    if (header.truncated || header.size > entry->posted) {
+    if (truncated || size > entry->posted) {
       char text[160];
       std::snprintf(text, sizeof(text),
                     "message truncated: the sender's %llu bytes exceed the %zu posted",
-                    (unsigned long long)header.size, entry->posted);
-      req->on_error(static_cast<uint32_t>(entry_index), kTruncated, header.size - entry->posted,
-                    text);
+                    (unsigned long long)size, entry->posted);
+      req->on_error(static_cast<uint32_t>(entry_index), kTruncated,
+                    size > entry->posted ? size - entry->posted : 0, text);
       return true;
     }
     auto* region = static_cast<const MemoryRegion*>(entry->region);
-    copy_to_gpu = header.size > 0 && region != nullptr && region->type == NCCL_PTR_CUDA;
+    copy_to_gpu = size > 0 && region != nullptr && region->type == NCCL_PTR_CUDA;
     if (!copy_to_gpu) {
-      if (header.size > 0) std::memcpy(entry->data, bytes + kEagerHeaderSize, header.size);
-      req->on_complete(static_cast<uint32_t>(entry_index), header.size, nullptr);
+      if (size > 0) std::memcpy(entry->data, data, size);
+      req->on_complete(static_cast<uint32_t>(entry_index), size, nullptr);
       return true;
     }
-    entry->received = header.size;
+    entry->received = size;
     bounce.state.store(kCopying, std::memory_order_release);
   }
   // GPU memory is not the CPU's to write: the NIC copies it.
@@ -265,9 +314,8 @@ bool RdmaRecvPath::place_eager(int index, ncclResult_t* result) {
   OpContext* op = &copy_ops_[slot_index * kRdmaMaxEntries + entry_index];
   op->slot = static_cast<uint32_t>((slot_index * kRdmaMaxEntries + entry_index) << 8 | index);
   for (;;) {
-    ssize_t rc =
-        endpoint_.write_self(bytes + kEagerHeaderSize, header.size, descriptor_of(bounce_region_),
-                             entry->data, region->registration(), op);
+    ssize_t rc = endpoint_.write_self(data, size, descriptor_of(bounce_region_), entry->data,
+                                      region->registration(), op);
     if (rc == 0) return true;
     if (rc != -FI_EAGAIN) {
       bounce.state.store(kIdle, std::memory_order_release);
@@ -335,9 +383,11 @@ ncclResult_t RdmaRecvPath::progress() {
   return service();
 }
 
-void RdmaRecvPath::on_complete(uint32_t slot, size_t length, const uint64_t*) {
+void RdmaRecvPath::on_complete(uint32_t slot, size_t length, const uint64_t* remote_data) {
   Bounce& bounce = bounces_[slot];
   bounce.length = length;
+  bounce.has_immediate = remote_data != nullptr;
+  if (remote_data != nullptr) bounce.immediate = *remote_data;
   bounce.state.store(kArrived, std::memory_order_release);
 }
 

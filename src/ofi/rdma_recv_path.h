@@ -1,8 +1,9 @@
 // Receive side of the RDMA protocol. irecv tells the sender where the
 // buffers are (one clear-to-send message per group); the sender writes the
 // data with fi_writedata and its immediate names slot, entry and segment
-// here. Small messages arrive eagerly in bounce buffers instead and are
-// copied into place. Nothing assumes an order among these completions.
+// here. Small messages arrive eagerly in bounce buffers instead, possibly
+// before their irecv, and are copied into place. Nothing assumes an order
+// among these completions.
 #pragma once
 
 #include <atomic>
@@ -83,6 +84,8 @@ class RdmaRecvPath final : public CompletionOwner,
     OpContext op;
     std::atomic<uint8_t> state{kIdle};
     size_t length = 0;
+    bool has_immediate = false;
+    uint64_t immediate = 0;  // the eager immediate (rdma_wire.h)
   };
   // Eager copies into GPU memory (slot = request slot * 8 + entry).
   struct CopyTarget final : CompletionTarget {
@@ -94,9 +97,16 @@ class RdmaRecvPath final : public CompletionOwner,
 
   uint8_t* bounce_data(int index) { return bounce_memory_.data() + index * bounce_stride_; }
   ncclResult_t post_bounce(int index);
+  // Sends the clear-to-send of slot `s` (encoded in cts_buffers_[s]); a
+  // failure fails its request. False when the provider said EAGAIN.
+  bool send_cts(int s);
   ncclResult_t service();
   // Matches one eager message; false when its receive is not posted yet.
   bool place_eager(int bounce, ncclResult_t* result);
+  // Fills (or, truncated, fails) the entry of message `index` with `tag`
+  // from `size` bytes at `data` in bounce `bounce`.
+  bool fill_entry(int bounce, uint32_t index, int32_t tag, uint64_t size, bool truncated,
+                  const uint8_t* data, ncclResult_t* result);
   void fail(const std::string& problem);
   // Completes a written entry once every segment (and its size notice, where
   // needed) arrived. Called with state_mutex_ held.

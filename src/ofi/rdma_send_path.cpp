@@ -20,8 +20,8 @@ RdmaSendPath::RdmaSendPath(std::vector<RdmaRail> rails, PathPeer peer, size_t ea
       eager_size_(eager_size),
       min_stripe_(std::max<size_t>(min_stripe, 1)),
       max_message_(max_message),
-      // Eager data goes out behind its header in one message.
-      eager_(endpoint_.iov_limit() >= 2),
+      header_eager_(endpoint_.iov_limit() >= 2),
+      immediate_eager_(!endpoint_.weft_matching()),
       size_notices_(size_notices) {
   for (int i = 0; i < kCtsBuffers; ++i) {
     cts_[i].op.target = this;
@@ -89,29 +89,20 @@ int RdmaSendPath::claim_entry(Group& group, int32_t tag) {
   return -1;
 }
 
-void RdmaSendPath::check_eager_sends(Group& group) {
+void RdmaSendPath::claim_eager_entries(Group& group) {
   for (int i = 0; i < group.cts.count; ++i) {
     uint32_t index = group.cts.first_index + static_cast<uint32_t>(i);
     if (static_cast<int32_t>(index - next_index_) >= 0) break;  // not sent yet
-    EagerCheck& check = checks_[index % kPoolSize];
-    if (check.request == nullptr) continue;  // written, not eager
-    int entry = claim_entry(group, check.tag);
-    if (entry < 0) {
-      fail("the receiver posted no receive with tag " + std::to_string(check.tag) +
+    EagerSent& sent = eager_sent_[index % kRdmaEagerAhead];
+    if (!sent.pending) continue;  // written, not eager
+    if (claim_entry(group, sent.tag) < 0) {
+      fail("the receiver posted no receive with tag " + std::to_string(sent.tag) +
            " for message #" + std::to_string(index));
       return;
     }
-    uint64_t posted = group.cts.entries[entry].size;
-    if (check.size > posted) {
-      char text[160];
-      std::snprintf(text, sizeof(text),
-                    "message truncated: %zu bytes sent to a receive of %llu bytes", check.size,
-                    (unsigned long long)posted);
-      check.request->on_error(kEagerCheckOp, kTruncated, check.size - posted, text);
-    } else {
-      check.request->complete_now(kEagerCheckOp);
-    }
-    check.request = nullptr;
+    // Its request completed when the provider sent it; a message larger
+    // than this entry fails at the receiver, which sees both sizes.
+    sent.pending = false;
   }
 }
 
@@ -124,7 +115,7 @@ void RdmaSendPath::advance_groups() {
            std::to_string(group.cts.first_index) + ", expected #" + std::to_string(group_first_));
       return;
     }
-    check_eager_sends(group);
+    claim_eager_entries(group);
     if (group.consumed < group.cts.count) return;
     group.valid = false;
     group_first_ += group.cts.count;
@@ -196,22 +187,42 @@ ncclResult_t RdmaSendPath::progress() {
 
 ncclResult_t RdmaSendPath::send_eager(void* data, size_t size, int tag, void* mhandle,
                                       bool truncated, size_t posted, Request** request) {
+  // Far ahead of the receiver's clear-to-sends: wait for them (NCCL
+  // retries). This also keeps the index in the immediate unambiguous.
+  if (!truncated && next_index_ - group_first_ >= kRdmaEagerAhead) return progress();
   SendRequest* req = pool_.acquire();
   if (req == nullptr) return poll_rails();
   const uint32_t index = next_index_;
-  req->start(this, 2, /*is_send=*/true, 1);
-  req->set_posted_size(0, size);
-  EagerHeader header;
-  header.index = index;
-  header.tag = tag;
-  header.size = size;
-  header.truncated = truncated;
-  uint8_t* bytes = headers_[index_of(req)];
-  encode_eager_header(header, bytes);
-  ssize_t rc =
-      endpoint_.send_with_header(bytes, kEagerHeaderSize, descriptor_of(header_region_), data,
-                                 truncated ? 0 : size, descriptor_of(mhandle), peer_.address,
-                                 eager_tag(peer_.remote_comm_id), req->op(kEagerSendOp));
+  req->start(this, truncated ? 2 : 1, /*is_send=*/true, 1);
+  req->set_posted_size(kEagerSendOp, size);
+  const uint64_t wire_tag = eager_tag(peer_.remote_comm_id);
+  ssize_t rc;
+  if (!truncated && immediate_eager_ && eager_tag_fits(tag)) {
+    // Data alone, index and tag in the immediate. An inject is copied by
+    // the CPU at once: host memory only.
+    const uint32_t immediate = encode_eager_immediate(index, tag);
+    auto* region = static_cast<const MemoryRegion*>(mhandle);
+    const bool host = region == nullptr || region->type != NCCL_PTR_CUDA;
+    if (host && size <= endpoint_.inject_size()) {
+      rc = endpoint_.inject_data(data, size, immediate, peer_.address, wire_tag);
+      if (rc == 0) req->complete_now(kEagerSendOp);
+    } else {
+      rc = endpoint_.send_data(data, size, descriptor_of(mhandle), immediate, peer_.address,
+                               wire_tag, req->op(kEagerSendOp));
+    }
+  } else {
+    EagerHeader header;
+    header.index = index;
+    header.tag = tag;
+    header.size = size;
+    header.truncated = truncated;
+    uint8_t* bytes = headers_[index_of(req)];
+    encode_eager_header(header, bytes);
+    rc = endpoint_.send_with_header(bytes, kEagerHeaderSize, descriptor_of(header_region_), data,
+                                    truncated ? 0 : size, descriptor_of(mhandle),
+                                    kEagerHeaderFollows, peer_.address, wire_tag,
+                                    req->op(kEagerSendOp));
+  }
   if (rc != 0) {
     pool_.release(req);
     if (rc == -FI_EAGAIN) return poll_rails();
@@ -225,11 +236,11 @@ ncclResult_t RdmaSendPath::send_eager(void* data, size_t size, int tag, void* mh
     char text[160];
     std::snprintf(text, sizeof(text), "message truncated: %zu bytes sent to a receive of %zu bytes",
                   size, posted);
-    req->on_error(kEagerCheckOp, kTruncated, size - posted, text);
+    req->on_error(kTruncatedOp, kTruncated, size - posted, text);
     return ncclSuccess;
   }
   ++next_index_;
-  checks_[index % kPoolSize] = EagerCheck{req, tag, size};
+  eager_sent_[index % kRdmaEagerAhead] = EagerSent{true, tag};
   // Its group may be known already.
   advance_groups();
   return ncclSuccess;
@@ -305,11 +316,19 @@ ncclResult_t RdmaSendPath::write_message(Group& group, int entry, void* data, si
     notice.size_notice = true;
     uint8_t* bytes = headers_[index_of(req)];
     encode_eager_header(notice, bytes);
+    const bool inject = kEagerHeaderSize <= endpoint_.inject_size();
     for (;;) {
-      ssize_t rc = endpoint_.send_with_header(
-          bytes, kEagerHeaderSize, descriptor_of(header_region_), nullptr, 0, nullptr,
-          peer_.address, eager_tag(peer_.remote_comm_id), req->op(static_cast<int>(segments)));
-      if (rc == 0) break;
+      ssize_t rc = inject
+                       ? endpoint_.inject_data(bytes, kEagerHeaderSize, kEagerHeaderFollows,
+                                               peer_.address, eager_tag(peer_.remote_comm_id))
+                       : endpoint_.send_with_header(
+                             bytes, kEagerHeaderSize, descriptor_of(header_region_), nullptr, 0,
+                             nullptr, kEagerHeaderFollows, peer_.address,
+                             eager_tag(peer_.remote_comm_id), req->op(static_cast<int>(segments)));
+      if (rc == 0) {
+        if (inject) req->complete_now(static_cast<uint32_t>(segments));
+        break;
+      }
       ncclResult_t result = rc == -FI_EAGAIN ? poll_rails() : ncclSystemError;
       if (result != ncclSuccess) {
         req->on_error(static_cast<uint32_t>(segments), FI_EIO, 0, "sending a size notice failed");
@@ -335,7 +354,8 @@ ncclResult_t RdmaSendPath::post(void* data, size_t size, int tag, void* mhandle,
                                 Request** request) {
   ncclResult_t result = service();
   if (result != ncclSuccess) return result;
-  if (size == 0 || (eager_ && size <= eager_size_)) {
+  if (size == 0 ||
+      (size <= eager_size_ && (header_eager_ || (immediate_eager_ && eager_tag_fits(tag))))) {
     return send_eager(data, size, tag, mhandle, false, 0, request);
   }
   if (mhandle == nullptr) {
@@ -371,6 +391,7 @@ ncclResult_t RdmaSendPath::post(void* data, size_t size, int tag, void* mhandle,
     --group.consumed;
     return result;
   }
+  eager_sent_[next_index_ % kRdmaEagerAhead].pending = false;
   ++next_index_;
   advance_groups();
   return result;
@@ -408,7 +429,7 @@ void RdmaSendPath::send_abort_notice() {
   uint8_t* bytes = headers_[kPoolSize];
   encode_eager_header(notice, bytes);
   ssize_t rc = endpoint_.send_with_header(bytes, kEagerHeaderSize, descriptor_of(header_region_),
-                                          nullptr, 0, nullptr, peer_.address,
+                                          nullptr, 0, nullptr, kEagerHeaderFollows, peer_.address,
                                           eager_tag(peer_.remote_comm_id), &abort_op_);
   if (rc != 0) abort_done_.store(true, std::memory_order_release);  // nothing in flight
 }

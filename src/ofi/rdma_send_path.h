@@ -2,7 +2,9 @@
 // arrive in pre-posted buffers; a send waits for the one that covers it,
 // then writes its data straight into the posted buffer with fi_writedata.
 // Messages up to the eager size go at once into the receiver's bounce
-// buffers; their clear-to-send only confirms the size afterwards.
+// buffers and complete as soon as the provider sent them (at once when
+// injected); their clear-to-send, whenever it comes, only moves the group
+// bookkeeping on. The receiver checks their size.
 #pragma once
 
 #include <atomic>
@@ -57,10 +59,11 @@ class RdmaSendPath final : public CompletionOwner, public CompletionTarget {
   void on_error(uint32_t slot, int error, size_t overflow_length, const char* text) override;
 
  private:
-  // Ops: the writes of one message, or the eager send and its size check.
+  // Ops: the writes of one message and its size notice, or the eager send
+  // (and, for a truncation notice, the failure it reports).
   using SendRequest = CompletionRequest<kRdmaMaxSegments + 1, OpContext>;
   static constexpr int kEagerSendOp = 0;
-  static constexpr int kEagerCheckOp = 1;
+  static constexpr int kTruncatedOp = 1;
 
   enum CtsState : uint8_t { kIdle, kPosted, kArrived };
   struct CtsBuffer {
@@ -75,19 +78,20 @@ class RdmaSendPath final : public CompletionOwner, public CompletionTarget {
     bool used[kRdmaMaxEntries] = {};
     int consumed = 0;
   };
-  // An eager send whose clear-to-send has not been seen yet.
-  struct EagerCheck {
-    SendRequest* request = nullptr;
+  // An eager message whose clear-to-send has not been seen yet: it claims
+  // its entry when the clear-to-send comes. At most kRdmaEagerAhead
+  // messages go out ahead of the oldest clear-to-send still awaited.
+  struct EagerSent {
+    bool pending = false;
     int32_t tag = 0;
-    size_t size = 0;
   };
 
   ncclResult_t post_cts_receive(int index);
   ncclResult_t service();
-  // Files arrived clear-to-sends into groups_, checks eager sends, and
-  // moves past finished groups.
+  // Files arrived clear-to-sends into groups_, lets eager messages claim
+  // their entries, and moves past finished groups.
   ncclResult_t absorb_cts();
-  void check_eager_sends(Group& group);
+  void claim_eager_entries(Group& group);
   void advance_groups();
   // Entry of the current group for message `index` with `tag`, or -1.
   int claim_entry(Group& group, int32_t tag);
@@ -110,7 +114,12 @@ class RdmaSendPath final : public CompletionOwner, public CompletionTarget {
   uint32_t next_rail_ = 0;       // round-robin of messages too small to stripe
   size_t max_write_ = SIZE_MAX;  // the smallest write any rail takes
   uint64_t max_message_;
-  bool eager_ = true;
+  // Eager data behind a header (tags that do not fit the eager immediate)
+  // needs two iovecs per send; without them such messages are written.
+  bool header_eager_ = true;
+  // Eager data may travel alone with index and tag in the CQ data; not
+  // under weft's matching, whose compact tag takes the CQ data.
+  bool immediate_eager_ = true;
   bool size_notices_ = false;
   // A send that got a NULL request holds its place: messages are numbered
   // in posting order, so no other tag may go first.
@@ -121,7 +130,8 @@ class RdmaSendPath final : public CompletionOwner, public CompletionTarget {
   uint32_t group_seq_ = 0;   // the oldest group not fully sent
   uint32_t group_first_ = 0;
   Group groups_[kRdmaSlots];
-  EagerCheck checks_[kPoolSize];
+  static_assert(kPoolSize >= kRdmaEagerAhead);
+  EagerSent eager_sent_[kRdmaEagerAhead];
   // Few: clear-to-sends that find none posted wait in the provider's
   // unexpected-message queue, and every posted receive costs the provider
   // a slot of its receive queue (shm has 1024 per endpoint).

@@ -9,7 +9,9 @@ namespace {
 
 constexpr uint32_t kCtsMagic = 0x52544657;    // "WFTR"
 constexpr uint32_t kEagerMagic = 0x45544657;  // "WFTE"
-constexpr uint8_t kRdmaWireVersion = 2;
+// 3: eager data moved its index and tag into the remote CQ data.
+constexpr uint8_t kRdmaWireVersion = 3;
+constexpr int32_t kEagerTagLimit = 1 << 19;  // |tag| below it fits the immediate
 constexpr uint8_t kEagerTruncated = 1;
 constexpr uint8_t kEagerSizeNotice = 2;
 constexpr uint8_t kEagerAborted = 4;
@@ -153,6 +155,45 @@ bool decode_eager_header(const uint8_t* bytes, size_t length, uint64_t max_data,
     return false;
   }
   *header = decoded;
+  return true;
+}
+
+bool eager_tag_fits(int32_t tag) {
+  return tag > -kEagerTagLimit && tag < kEagerTagLimit;
+}
+
+uint32_t encode_eager_immediate(uint32_t index, int32_t tag) {
+  return (static_cast<uint32_t>(tag) << kEagerIndexBits) | (index & ((1u << kEagerIndexBits) - 1));
+}
+
+bool decode_eager_immediate(const uint64_t* value, uint32_t next, EagerImmediate* immediate,
+                            std::string* error) {
+  if (value == nullptr) {
+    *error = "eager message carries no immediate";
+    return false;
+  }
+  if (*value > UINT32_MAX) {
+    *error = "eager immediate " + std::to_string(*value) + " is wider than 32 bits";
+    return false;
+  }
+  const auto bits = static_cast<uint32_t>(*value);
+  EagerImmediate decoded;
+  if (bits == kEagerHeaderFollows) {
+    decoded.header_follows = true;
+    *immediate = decoded;
+    return true;
+  }
+  // Sign-extend the 20-bit tag; -2^19 is the marker's and no tag's.
+  decoded.tag = static_cast<int32_t>(bits) >> kEagerIndexBits;
+  if (!eager_tag_fits(decoded.tag)) {
+    *error = "eager immediate " + std::to_string(bits) + " names no tag";
+    return false;
+  }
+  // The index within 2^11 of `next` whose low bits these are.
+  constexpr uint32_t kMask = (1u << kEagerIndexBits) - 1;
+  const uint32_t base = next - (1u << (kEagerIndexBits - 1));
+  decoded.index = base + ((bits - base) & kMask);
+  *immediate = decoded;
   return true;
 }
 

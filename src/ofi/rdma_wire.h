@@ -8,6 +8,12 @@
 //   7 rails u8, 8 group sequence u32, 12 first index u32, then `count`
 //   entries of 16 + 16 x rails: 0 size u64, 8 tag i32, 12 zero u32, and
 //   per rail r at 16 + 16r: address u64, key u64.
+// Eager messages (sender -> receiver, on the eager tag) carry a 32-bit
+//   remote CQ data, the eager immediate: 0x80000000 when an eager header
+//   starts the message (notices, and data whose tag does not fit), else
+//   NCCL tag (20 bits, two's complement, |tag| < 2^19) << 12 | message
+//   index (its low 12 bits). Such data travels without a header, so a
+//   message of the provider's inject size still goes out as one inject.
 // Eager header (24): 0 magic u32 "WFTE", 4 version u8, 5 flags u8 (1
 //   truncated, 2 size notice, 4 aborted; at most one), 6 zero u16, 8 index
 //   u32, 12 tag i32, 16 size u64.
@@ -79,6 +85,27 @@ void encode_eager_header(const EagerHeader& header, uint8_t* out);
 // `length`: bytes that arrived (header + data); max_data: the eager limit.
 bool decode_eager_header(const uint8_t* bytes, size_t length, uint64_t max_data,
                          EagerHeader* header, std::string* error);
+
+// The eager immediate. The receiver rebuilds the full message index from
+// its low 12 bits: a sender stays fewer than kRdmaEagerAhead messages ahead
+// of the oldest group whose clear-to-send it still awaits, and a receiver
+// has at most kRdmaSlots x kRdmaMaxEntries receives pending, so a message's
+// index is within 512 of the receiver's next index.
+constexpr uint32_t kEagerHeaderFollows = 0x80000000u;
+constexpr int kEagerIndexBits = 12;
+constexpr uint32_t kRdmaEagerAhead = kRdmaSlots * kRdmaMaxEntries;
+// Whether `tag` fits the immediate (otherwise the data follows a header).
+bool eager_tag_fits(int32_t tag);
+uint32_t encode_eager_immediate(uint32_t index, int32_t tag);
+struct EagerImmediate {
+  bool header_follows = false;  // the rest is in the eager header
+  uint32_t index = 0;
+  int32_t tag = 0;
+};
+// value: the remote CQ data, or nullptr when the message had none; next:
+// the receiver's next message index, within 2^11 of the message's.
+bool decode_eager_immediate(const uint64_t* value, uint32_t next, EagerImmediate* immediate,
+                            std::string* error);
 
 // Immediate data of a data write:
 //   write target (16) | slot (5) | entry (3) | segments - 1 (4) | segment (4)
