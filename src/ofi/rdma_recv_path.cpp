@@ -167,17 +167,20 @@ ncclResult_t RdmaRecvPath::irecv(int n, void** data, const size_t* sizes, const 
   next_index_ += static_cast<uint32_t>(n);
   ++next_group_;
   *request = req;
-  if (!send_cts(s)) {
-    // The provider is full: NCCL retries the receive.
-    next_index_ -= static_cast<uint32_t>(n);
-    --next_group_;
-    *request = nullptr;
-    {
-      std::lock_guard<std::mutex> lock(state_mutex_);
-      slots_[s].request = nullptr;
-    }
-    pool_.release(req);
-    return poll_rails();
+  // Messages up to the eager size with a tag the eager immediate holds go
+  // eagerly and never wait for this clear-to-send (a larger one, which
+  // would, is a truncation, and its receive completes only through test(),
+  // which sends it).
+  bool deferrable = true;
+  for (int i = 0; i < n; ++i) {
+    deferrable =
+        deferrable && (sizes == nullptr || sizes[i] <= eager_size_) && eager_tag_fits(tags[i]);
+  }
+  deferred_cts_ |= 1u << s;
+  if (!deferrable) {
+    // Together with those held back before it.
+    result = send_deferred_cts();
+    if (result != ncclSuccess) return result;
   }
   // Eager messages for this group may have arrived before it was posted.
   return service();
@@ -204,6 +207,15 @@ bool RdmaRecvPath::send_cts(int s) {
   // The receive fails in test(), naming the peer.
   req->on_error(kCtsOp, static_cast<int>(-rc), 0, "sending the clear-to-send failed");
   return true;
+}
+
+ncclResult_t RdmaRecvPath::send_deferred_cts() {
+  while (deferred_cts_ != 0) {
+    const int s = __builtin_ctz(deferred_cts_);
+    if (!send_cts(s)) return poll_rails();  // the provider is full: later
+    deferred_cts_ &= ~(1u << s);
+  }
+  return ncclSuccess;
 }
 
 bool RdmaRecvPath::place_eager(int index, ncclResult_t* result) {
@@ -378,7 +390,9 @@ ncclResult_t RdmaRecvPath::service() {
 }
 
 ncclResult_t RdmaRecvPath::progress() {
-  ncclResult_t result = poll_rails();
+  ncclResult_t result = send_deferred_cts();
+  if (result != ncclSuccess) return result;
+  result = poll_rails();
   if (result != ncclSuccess) return result;
   return service();
 }
@@ -495,6 +509,11 @@ bool RdmaRecvPath::in_flight() {
 
 void RdmaRecvPath::cancel_receives() {
   closing_ = true;
+  // Held back clear-to-sends are not sent any more: their receives wait as
+  // any other pending receive does.
+  for (; deferred_cts_ != 0; deferred_cts_ &= deferred_cts_ - 1) {
+    slots_[__builtin_ctz(deferred_cts_)].request->drop_unposted(1);
+  }
   for (int i = 0; i < bounce_count_; ++i) {
     if (bounces_[i].state.load(std::memory_order_acquire) == kPosted) {
       endpoint_.cancel(&bounces_[i].op);

@@ -100,6 +100,8 @@ class RdmaRecvPath final : public CompletionOwner,
   // Sends the clear-to-send of slot `s` (encoded in cts_buffers_[s]); a
   // failure fails its request. False when the provider said EAGAIN.
   bool send_cts(int s);
+  // Sends the clear-to-sends held back by irecv.
+  ncclResult_t send_deferred_cts();
   ncclResult_t service();
   // Matches one eager message; false when its receive is not posted yet.
   bool place_eager(int bounce, ncclResult_t* result);
@@ -130,6 +132,11 @@ class RdmaRecvPath final : public CompletionOwner,
   bool closing_ = false;
   void* bounce_region_ = nullptr;
   uint8_t cts_buffers_[kRdmaSlots][kCtsMaxSize] = {};
+  // Slots whose clear-to-send irecv held back (comm thread only): a group
+  // whose every message goes eagerly, whatever its size, needs it only for
+  // the sender's bookkeeping, so it leaves after the caller's next isend,
+  // at the next progress or irecv, instead of ahead of it.
+  uint32_t deferred_cts_ = 0;
   void* cts_region_ = nullptr;
   OpContext copy_ops_[kRdmaSlots * kRdmaMaxEntries];
   CopyTarget copy_target_{this};
