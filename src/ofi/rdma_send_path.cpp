@@ -352,12 +352,19 @@ ncclResult_t RdmaSendPath::isend(void* data, size_t size, int tag, void* mhandle
 
 ncclResult_t RdmaSendPath::post(void* data, size_t size, int tag, void* mhandle,
                                 Request** request) {
-  ncclResult_t result = service();
-  if (result != ncclSuccess) return result;
   if (size == 0 ||
       (size <= eager_size_ && (header_eager_ || (immediate_eager_ && eager_tag_fits(tag))))) {
-    return send_eager(data, size, tag, mhandle, false, 0, request);
+    // An eager message needs no clear-to-send: it goes first, and those
+    // that arrived meanwhile are filed after it, off its critical path.
+    if (fault_.result() != ncclSuccess) return ncclRemoteError;
+    ncclResult_t result = send_eager(data, size, tag, mhandle, false, 0, request);
+    if (result != ncclSuccess) return result;
+    result = service();
+    // A failure found there is the connection's: later calls return it.
+    return *request != nullptr ? ncclSuccess : result;
   }
+  ncclResult_t result = service();
+  if (result != ncclSuccess) return result;
   if (mhandle == nullptr) {
     WEFT_WARN(
         "%s: isend of %zu bytes without a memory handle (the rdma protocol writes from "
