@@ -22,6 +22,7 @@ RdmaSendPath::RdmaSendPath(std::vector<RdmaRail> rails, PathPeer peer, size_t ea
       max_message_(max_message),
       header_eager_(endpoint_.iov_limit() >= 2),
       immediate_eager_(!endpoint_.weft_matching()),
+      eager_ahead_(endpoint_.weft_matching() ? kCtsBuffers - 1 : kRdmaEagerAhead),
       size_notices_(size_notices) {
   for (int i = 0; i < kCtsBuffers; ++i) {
     cts_[i].op.target = this;
@@ -189,7 +190,12 @@ ncclResult_t RdmaSendPath::send_eager(void* data, size_t size, int tag, void* mh
                                       bool truncated, size_t posted, Request** request) {
   // Far ahead of the receiver's clear-to-sends: wait for them (NCCL
   // retries). This also keeps the index in the immediate unambiguous.
-  if (!truncated && next_index_ - group_first_ >= kRdmaEagerAhead) return progress();
+  // (Once the oldest group's clear-to-send is here the message is in that
+  // group: fewer than kRdmaMaxEntries ahead.)
+  if (!truncated && !groups_[group_seq_ % kRdmaSlots].valid &&
+      next_index_ - group_first_ >= eager_ahead_) {
+    return progress();
+  }
   SendRequest* req = pool_.acquire();
   if (req == nullptr) return poll_rails();
   const uint32_t index = next_index_;

@@ -120,6 +120,16 @@ class RdmaSendPath final : public CompletionOwner, public CompletionTarget {
   // Eager data may travel alone with index and tag in the CQ data; not
   // under weft's matching, whose compact tag takes the CQ data.
   bool immediate_eager_ = true;
+  // How far eager messages may run ahead of the oldest clear-to-send still
+  // awaited. Under weft's matching, clear-to-sends reach our buffers in any
+  // order (unordered fabrics), and one kRdmaSlots or more groups ahead stays
+  // in its buffer. The receiver gets that far ahead only by completing
+  // groups whose clear-to-send we have not seen, each holding at least one
+  // of the messages sent since group_first_; fewer than kCtsBuffers of them
+  // leave a buffer free for the one we need. With the provider's in-order
+  // matching that one always arrives first, and the 12-bit eager index sets
+  // the bound.
+  uint32_t eager_ahead_ = kRdmaEagerAhead;
   bool size_notices_ = false;
   // A send that got a NULL request holds its place: messages are numbered
   // in posting order, so no other tag may go first.
