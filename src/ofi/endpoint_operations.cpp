@@ -25,14 +25,8 @@ ssize_t Endpoint::send(const void* buffer, size_t size, void* descriptor, fi_add
 }
 
 ssize_t Endpoint::inject(const void* buffer, size_t size, fi_addr_t peer, uint64_t tag) {
-  if (weft_matching_) {
-    uint32_t compact = 0;
-    if (!compact_tag(tag, &compact) || size > pool_slot_size_) return -FI_EINVAL;
-    std::lock_guard<std::mutex> lock(io_mutex_);
-    return fi_injectdata(ep_.get(), buffer, size, compact, peer);
-  }
-  std::lock_guard<std::mutex> lock(io_mutex_);
-  return fi_tinjectdata(ep_.get(), buffer, size, size, peer, tag);
+  // The size as CQ data, as send() (under weft's matching, the compact tag).
+  return inject_data(buffer, size, size, peer, tag);
 }
 
 ssize_t Endpoint::send_data(const void* buffer, size_t size, void* descriptor, uint64_t data,
@@ -47,8 +41,8 @@ ssize_t Endpoint::send_data(const void* buffer, size_t size, void* descriptor, u
 ssize_t Endpoint::inject_data(const void* buffer, size_t size, uint64_t data, fi_addr_t peer,
                               uint64_t tag) {
   if (weft_matching_) {
-    // As send_with_header: the compact tag takes the CQ data's place, so
-    // only messages that start with a header may come here.
+    // The compact tag takes the CQ data's place: only control messages and
+    // messages that start with a header may come here.
     uint32_t compact = 0;
     if (!compact_tag(tag, &compact) || size > pool_slot_size_) return -FI_EINVAL;
     std::lock_guard<std::mutex> lock(io_mutex_);
