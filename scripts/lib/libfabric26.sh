@@ -52,24 +52,37 @@ weft_build_libfabric26() {
     --enable-only --enable-tcp --enable-shm --enable-rxm --enable-verbs --enable-efa
     --without-gdrcopy
   )
+  # rdma-core before 50 (Debian bookworm has 44) declares no RDMA write,
+  # unsolicited write-receive or 128-byte in-order capability, and configure
+  # then compiles those paths out of the efa provider: no FI_RMA on
+  # efa-direct, emulated writes on efa. Our own declarations of the newer
+  # interface (rdma-core-next/) switch them on; the libraries linked are
+  # unchanged. A system with newer headers builds against its own.
+  local cppflags=() rdma_next=none
+  if ! grep -q EFADV_DEVICE_ATTR_CAPS_RDMA_WRITE /usr/include/infiniband/efadv.h 2>/dev/null; then
+    cppflags+=("-I$_weft_lf26_repo/scripts/lib/rdma-core-next")
+    rdma_next=$(cat "$_weft_lf26_repo"/scripts/lib/rdma-core-next/infiniband/*.h | sha256sum | cut -d' ' -f1)
+  fi
   local cuda_home=${WEFT_CUDA_HOME:-/usr/local/cuda} cuda_version=none
   if [[ -f $cuda_home/include/cuda_runtime.h ]]; then
     cuda_version=$(sed -n 's/^#define CUDA_VERSION \([0-9]*\).*/\1/p' "$cuda_home/include/cuda.h" 2>/dev/null)
     # dlopen: libfabric links no CUDA library, so the result also runs on
     # hosts without a GPU driver. The toolkit has no nvml.h; our stub
     # declares the three NVML calls that hmem_cuda.c looks up with dlsym.
-    args+=(--with-cuda="$cuda_home" --enable-cuda-dlopen
-           CPPFLAGS="-I$_weft_lf26_repo/scripts/lib/nvml-stub")
+    args+=(--with-cuda="$cuda_home" --enable-cuda-dlopen)
+    cppflags+=("-I$_weft_lf26_repo/scripts/lib/nvml-stub")
   else
     echo "==> libfabric 2.6.0: no CUDA toolkit in $cuda_home (set WEFT_CUDA_HOME);" \
          "building WITHOUT CUDA, so FI_HMEM_CUDA will be unavailable"
     args+=(--without-cuda)
   fi
+  ((${#cppflags[@]} == 0)) || args+=(CPPFLAGS="${cppflags[*]}")
 
   local key stamp=$prefix/.weft-build-stamp
   key="tarball-sha256 $(sha256sum <"$tarball" | cut -d' ' -f1)
 cuda-version $cuda_version
 nvml-stub-sha256 $(sha256sum <"$_weft_lf26_repo/scripts/lib/nvml-stub/nvml.h" | cut -d' ' -f1)
+rdma-core-next-sha256 $rdma_next
 configure ${args[*]}" || return 1
   if [[ -f $stamp && -f $prefix/lib/pkgconfig/libfabric.pc && "$(<"$stamp")" == "$key" ]]; then
     echo "==> libfabric 2.6.0 up to date in $prefix (cached)"
