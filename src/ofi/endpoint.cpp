@@ -42,13 +42,7 @@ ncclResult_t Endpoint::open(const fi_info* info, const std::string& device_name,
   endpoint->max_write_size_ = info->ep_attr->max_msg_size;
   endpoint->weft_matching_ = options.weft_matching && endpoint->rdma_;
   endpoint->eager_size_ = options.eager_size;
-  if (endpoint->weft_matching_) {
-    // A pool buffer takes the largest message: an eager one (size capped to
-    // what the fabric sends in one message) or a control message.
-    size_t max_send = std::max<size_t>(info->ep_attr->max_msg_size, kMinPoolSlot);
-    endpoint->eager_size_ = std::min(options.eager_size, max_send - kEagerMargin);
-    endpoint->pool_slot_size_ = std::max(endpoint->eager_size_ + kEagerMargin, kMinPoolSlot);
-  }
+  if (endpoint->weft_matching_) endpoint->fit_message_pool(info->ep_attr->max_msg_size);
   endpoint->eager_buffers_ = std::clamp(options.eager_buffers, 1, 255);
   endpoint->max_message_ = options.max_message;
   endpoint->iov_limit_ = info->tx_attr != nullptr ? info->tx_attr->iov_limit : 1;
@@ -101,6 +95,17 @@ ncclResult_t Endpoint::open(const fi_info* info, const std::string& device_name,
   rc = fi_endpoint(domain, const_cast<fi_info*>(info), &ep, nullptr);
   if (rc != 0) return endpoint->fail("fi_endpoint", rc);
   endpoint->ep_.reset(ep);
+#if FI_MAJOR_VERSION >= 2
+  if (endpoint->weft_matching_) {
+    // ep_attr->max_msg_size is the larger of the message and RMA limits
+    // where a fabric has both (efa-direct: the MTU and max_rdma_size).
+    size_t max_send = 0;
+    size_t length = sizeof(max_send);
+    if (fi_getopt(&ep->fid, FI_OPT_ENDPOINT, FI_OPT_MAX_MSG_SIZE, &max_send, &length) == 0) {
+      endpoint->fit_message_pool(max_send);
+    }
+  }
+#endif
   if (is_efa_provider(endpoint->provider_name_)) {
     ncclResult_t result = endpoint->settle_efa_settings();
     if (result != ncclSuccess) return result;
@@ -215,6 +220,14 @@ ncclResult_t Endpoint::open_flush_target() {
   int inserted = fi_av_insert(av_.get(), local_address_, 1, &self_, 0, nullptr);
   if (inserted != 1) return fail("fi_av_insert(self)", inserted < 0 ? inserted : -FI_EINVAL);
   return ncclSuccess;
+}
+
+void Endpoint::fit_message_pool(size_t max_send) {
+  // A pool buffer takes the largest message: an eager one (size capped to
+  // what the fabric sends in one message) or a control message.
+  max_send = std::max(max_send, kMinPoolSlot);
+  eager_size_ = std::min(eager_size_, max_send - kEagerMargin);
+  pool_slot_size_ = std::max(eager_size_ + kEagerMargin, kMinPoolSlot);
 }
 
 ncclResult_t Endpoint::open_message_pool() {

@@ -188,6 +188,8 @@ class Endpoint final : public Poller, public OrphanKeeper {
   // Weft's own matching (weft_matching_): the pool of receive buffers that
   // every control message and, where the provider consumes a receive per
   // write (FI_RX_CQ_DATA), every remote write lands in. The I/O lock is held.
+  // Weft's matching: eager size and pool buffers for messages up to max_send.
+  void fit_message_pool(size_t max_send);
   ncclResult_t open_message_pool();
   void post_pool_slot(int slot);
   bool is_pool_op(const void* op_context) const;

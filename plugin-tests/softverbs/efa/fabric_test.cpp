@@ -140,6 +140,11 @@ void open_side(Side& s, fi_info* info) {
   cq_attr.size = 1024;
   check(fi_cq_open(s.domain, &cq_attr, &s.cq, nullptr), "fi_cq_open");
   check(fi_endpoint(s.domain, info, &s.ep, nullptr), "fi_endpoint");
+  // With FI_RMA, ep_attr->max_msg_size is the larger of the message and RMA
+  // limits (efa-direct: max_rdma_size); messages stop at the MTU.
+  size_t length = sizeof(s.max_msg);
+  check(fi_getopt(&s.ep->fid, FI_OPT_ENDPOINT, FI_OPT_MAX_MSG_SIZE, &s.max_msg, &length),
+        "fi_getopt(FI_OPT_MAX_MSG_SIZE)");
   check(fi_ep_bind(s.ep, &s.av->fid, 0), "fi_ep_bind av");
   check(fi_ep_bind(s.ep, &s.cq->fid, FI_TRANSMIT | FI_RECV), "fi_ep_bind cq");
   check(fi_enable(s.ep), "fi_enable");
@@ -270,8 +275,12 @@ void writes(Side& s, bool writer, const std::vector<size_t>& sizes, int ctl, uin
       wait(s, 1, "write completion");
     } else {
       std::memset(buf.data(), 0, buf.size());
-      // FI_RX_CQ_DATA: remote CQ data consumes a posted receive.
-      post(s, "recv for CQ data", [&] { return fi_recv(s.ep, nullptr, 0, nullptr, s.peer, &ctx); });
+      // FI_RX_CQ_DATA: remote CQ data consumes a posted receive, which
+      // efa-direct takes only with a registered buffer (FI_MR_LOCAL).
+      if ((s.info->mode & FI_RX_CQ_DATA) != 0) {
+        post(s, "recv for CQ data",
+             [&] { return fi_recv(s.ep, buf.data(), 0, desc, s.peer, &ctx); });
+      }
       char go = 1;
       write_all(ctl, &go, 1);
       fi_cq_tagged_entry e = wait(s, 1, "remote write completion");
