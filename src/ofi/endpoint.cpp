@@ -96,7 +96,7 @@ ncclResult_t Endpoint::open(const fi_info* info, const std::string& device_name,
   if (rc != 0) return endpoint->fail("fi_endpoint", rc);
   endpoint->ep_.reset(ep);
 #if FI_MAJOR_VERSION >= 2
-  if (endpoint->weft_matching_) {
+  if (endpoint->weft_matching_ && is_efa_provider(endpoint->provider_name_)) {
     // ep_attr->max_msg_size is the larger of the message and RMA limits
     // where a fabric has both (efa-direct: the MTU and max_rdma_size).
     size_t max_send = 0;
