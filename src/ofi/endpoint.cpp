@@ -95,17 +95,6 @@ ncclResult_t Endpoint::open(const fi_info* info, const std::string& device_name,
   rc = fi_endpoint(domain, const_cast<fi_info*>(info), &ep, nullptr);
   if (rc != 0) return endpoint->fail("fi_endpoint", rc);
   endpoint->ep_.reset(ep);
-#if FI_MAJOR_VERSION >= 2
-  if (endpoint->weft_matching_ && is_efa_provider(endpoint->provider_name_)) {
-    // ep_attr->max_msg_size is the larger of the message and RMA limits
-    // where a fabric has both (efa-direct: the MTU and max_rdma_size).
-    size_t max_send = 0;
-    size_t length = sizeof(max_send);
-    if (fi_getopt(&ep->fid, FI_OPT_ENDPOINT, FI_OPT_MAX_MSG_SIZE, &max_send, &length) == 0) {
-      endpoint->fit_message_pool(max_send);
-    }
-  }
-#endif
   if (is_efa_provider(endpoint->provider_name_)) {
     ncclResult_t result = endpoint->settle_efa_settings();
     if (result != ncclSuccess) return result;
@@ -129,6 +118,17 @@ ncclResult_t Endpoint::open(const fi_info* info, const std::string& device_name,
   endpoint->local_address_size_ = address_size;
 
   if (endpoint->weft_matching_) {
+#if FI_MAJOR_VERSION >= 2
+    // ep_attr->max_msg_size is the larger of the message and RMA limits
+    // where a fabric has both (efa-direct: the MTU and max_rdma_size).
+    // Asked after fi_enable: 2.6's shm dereferences state that only
+    // fi_enable creates.
+    size_t max_send = 0;
+    size_t length = sizeof(max_send);
+    if (fi_getopt(&ep->fid, FI_OPT_ENDPOINT, FI_OPT_MAX_MSG_SIZE, &max_send, &length) == 0) {
+      endpoint->fit_message_pool(max_send);
+    }
+#endif
     ncclResult_t result = endpoint->open_message_pool();
     if (result != ncclSuccess) return result;
   }
