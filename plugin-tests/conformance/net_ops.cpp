@@ -191,4 +191,13 @@ void check_received(const uint8_t* data, size_t got, size_t posted, uint64_t see
   }
 }
 
+void check_received(const Buffer& buf, int reported, size_t sent, size_t posted, uint64_t seed,
+                    const std::string& what) {
+  FT_REQUIRE(reported == static_cast<int>(sent),
+             what << ": test() reported size " << reported << ", sent " << sent);
+  check_received(buf.data(), sent, posted, seed, what);
+  std::string e = buf.check_guards();
+  FT_REQUIRE(e.empty(), what << ": " << e);
+}
+
 }  // namespace weft::ft

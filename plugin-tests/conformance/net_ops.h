@@ -11,6 +11,7 @@
 
 #include "channel.h"
 #include "check.h"
+#include "pattern.h"
 #include "plugin_under_test.h"
 #include "weft/net_client.h"
 
@@ -84,9 +85,13 @@ struct Pending {
 size_t progress(NetClient& c, std::vector<Pending>& reqs);
 void wait_all(NetClient& c, std::vector<Pending>& reqs);
 
-// Checks a received message: every byte of the pattern, untouched poison
-// between the message end and the posted size, intact guards.
+// Checks a received message: every byte of the pattern and untouched
+// poison between the message end and the posted size.
 void check_received(const uint8_t* data, size_t got, size_t posted, uint64_t seed,
+                    const std::string& what);
+// The same for a whole receive: the size test() reported is the size sent,
+// then the bytes as above, then the guards around the buffer.
+void check_received(const Buffer& buf, int reported, size_t sent, size_t posted, uint64_t seed,
                     const std::string& what);
 
 }  // namespace weft::ft

@@ -54,11 +54,7 @@ TEST_CASE("small sends complete before their receive is posted; bytes land once 
             const int k = recv_order[e];
             const std::string what =
                 "entry " + std::to_string(e) + " (tag " + std::to_string(tags[k]) + ")";
-            FT_REQUIRE(got[e] == static_cast<int>(sizes[k]),
-                       what << ": size " << got[e] << ", sent " << sizes[k]);
-            check_received(bufs[e].data(), sizes[k], kPosted, pattern_seed(31, k), what);
-            std::string g = bufs[e].check_guards();
-            FT_REQUIRE(g.empty(), what << ": " << g);
+            check_received(bufs[e], got[e], sizes[k], kPosted, pattern_seed(31, k), what);
           }
         }
         rk.peer->sync("done");
