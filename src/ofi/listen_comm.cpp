@@ -103,6 +103,14 @@ ncclResult_t OfiListenComm::accept(RecvComm** recv_comm) {
   bool posted = false;
   ncclResult_t result = accepting_->post_ack(&posted);
   if (result != ncclSuccess || !posted) return result;
+  // The comm is handed over once its acknowledgement completed: a provider
+  // that resends in software (efa's RDM protocol, after the connecting side
+  // had no receive buffer up yet) resends only while this side progresses,
+  // and NCCL may leave a new comm alone for a long time.
+  if (!accepting_->ack_delivered(&result)) {
+    if (result != ncclSuccess) accepting_.release()->close();
+    return result;
+  }
   *recv_comm = accepting_.release();
   return ncclSuccess;
 }

@@ -182,7 +182,21 @@ void OfiRecvComm::on_complete(uint32_t, size_t, const uint64_t*) {
 void OfiRecvComm::on_error(uint32_t, int error, size_t, const char* text) {
   WEFT_WARN("%s: acknowledgement to %s failed: %s (%s)", device_name().c_str(), peer_name().c_str(),
             fi_strerror(error), text);
+  if (error != FI_ECANCELED) ack_failed_.store(true, std::memory_order_relaxed);
   ack_done_.store(true, std::memory_order_release);
+}
+
+bool OfiRecvComm::ack_delivered(ncclResult_t* result) {
+  *result = ncclSuccess;
+  if (!ack_done_.load(std::memory_order_acquire)) {
+    *result = endpoint().poll();
+    if (*result != ncclSuccess || !ack_done_.load(std::memory_order_acquire)) return false;
+  }
+  if (ack_failed_.load(std::memory_order_relaxed)) {
+    *result = ncclRemoteError;
+    return false;
+  }
+  return true;
 }
 
 bool OfiRecvComm::in_flight() {

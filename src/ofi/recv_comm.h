@@ -22,6 +22,9 @@ class OfiRecvComm final : public OfiDataComm<RecvComm>, public CompletionTarget 
 
   // Posts the acknowledgement; *posted once the provider took it.
   ncclResult_t post_ack(bool* posted);
+  // After post_ack: progresses the endpoint; true once the acknowledgement
+  // completed. `result` gets an error when it failed.
+  bool ack_delivered(ncclResult_t* result);
 
   ncclResult_t irecv(int n, void** data, const size_t* sizes, const int* tags, void** mhandles,
                      Request** request) override;
@@ -46,6 +49,7 @@ class OfiRecvComm final : public OfiDataComm<RecvComm>, public CompletionTarget 
   uint32_t connector_id_;
   bool ack_posted_ = false;
   std::atomic<bool> ack_done_{false};
+  std::atomic<bool> ack_failed_{false};
   OpContext ack_op_;
   // Registered together; `empty` takes the tagged path's 0-byte receives.
   struct ControlBuffers {

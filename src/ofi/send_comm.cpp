@@ -61,6 +61,11 @@ ncclResult_t OfiSendComm::step_connect(bool* connected) {
     ack_posted_ = true;
   }
   if (!connect_posted_) {
+    // One progress call first: a provider that posts its receive buffers
+    // on first progress (efa's RDM protocol) then has them up when the
+    // answer comes, instead of sending it back for a later retry.
+    ncclResult_t progressed = endpoint().poll();
+    if (progressed != ncclSuccess) return progressed;
     ssize_t rc = endpoint().send(control_.connect, sizeof(control_.connect), control_descriptor(),
                                  peer(), connect_tag(listen_id_), &control_ops_[kConnectSlot]);
     if (rc == -FI_EAGAIN) return endpoint().poll();
