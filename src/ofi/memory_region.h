@@ -54,4 +54,10 @@ inline void* descriptor_of(const void* mhandle) {
   return mhandle == nullptr ? nullptr : static_cast<const MemoryRegion*>(mhandle)->descriptor;
 }
 
+// Whether the CPU may read the buffer: an inject copies it on the spot
+// (no descriptor, so no provider copies it through CUDA), host memory only.
+inline bool host_memory(const void* mhandle) {
+  return mhandle == nullptr || static_cast<const MemoryRegion*>(mhandle)->type == NCCL_PTR_HOST;
+}
+
 }  // namespace weft::ofi

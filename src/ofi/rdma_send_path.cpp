@@ -204,12 +204,9 @@ ncclResult_t RdmaSendPath::send_eager(void* data, size_t size, int tag, void* mh
   const uint64_t wire_tag = eager_tag(peer_.remote_comm_id);
   ssize_t rc;
   if (!truncated && immediate_eager_ && eager_tag_fits(tag)) {
-    // Data alone, index and tag in the immediate. An inject is copied by
-    // the CPU at once: host memory only.
+    // Data alone, index and tag in the immediate.
     const uint32_t immediate = encode_eager_immediate(index, tag);
-    auto* region = static_cast<const MemoryRegion*>(mhandle);
-    const bool host = region == nullptr || region->type != NCCL_PTR_CUDA;
-    if (host && size <= endpoint_.inject_size()) {
+    if (host_memory(mhandle) && size <= endpoint_.inject_size()) {
       rc = endpoint_.inject_data(data, size, immediate, peer_.address, wire_tag);
       if (rc == 0) req->complete_now(kEagerSendOp);
     } else {
