@@ -38,6 +38,11 @@ class CompletionOwner : public RequestOwner {
   // Error code for a failed completion, with the peer named in the log.
   virtual ncclResult_t report_failure(int error, size_t overflow_length, size_t posted_size,
                                       const char* text) = 0;
+  // Called on the thread that polled the failed completion, before the
+  // request may finish: an owner whose other operations will now never
+  // complete (a receive whose clear-to-send was lost) fails its connection
+  // here, so that test() ends instead of waiting.
+  virtual void operation_failed(uint32_t /*slot*/, int /*error*/, const char* /*text*/) {}
 
  protected:
   ~CompletionOwner() = default;
@@ -119,6 +124,7 @@ class CompletionRequest final : public Request, public CompletionTarget {
   }
 
   void on_error(uint32_t slot, int error, size_t overflow_length, const char* text) override {
+    owner_->operation_failed(slot, error, text);
     int expected = 0;
     if (error_.compare_exchange_strong(expected, error, std::memory_order_acq_rel)) {
       error_slot_ = slot;

@@ -116,8 +116,11 @@ class Endpoint final : public Poller, public OrphanKeeper {
   // in the registration when the provider does not use FI_MR_VIRT_ADDR.
   uint64_t remote_address(const void* data, const Registration& registration) const;
 
-  // Reads a batch of completions and dispatches them. Returns an error only
-  // when the completion queue itself fails.
+  // Reads a batch of completions and dispatches them. Returns an error when
+  // the completion queue itself fails, and once an operation without a
+  // context (an injected message) failed: weft cannot tell which
+  // connection lost it, so every connection on this endpoint fails rather
+  // than wait for it forever.
   ncclResult_t poll() override;
   // A slot for a receiver's immediates (1..65535, 0 when all are taken).
   uint16_t attach_write_target(RemoteWriteTarget* target);
@@ -248,6 +251,7 @@ class Endpoint final : public Poller, public OrphanKeeper {
   std::atomic<uint64_t> mr_key_{1};
   std::atomic<bool> cq_failed_{false};
   std::atomic<bool> broken_{false};
+  std::atomic<bool> lost_injected_{false};
 
   mutable std::mutex io_mutex_;  // serializes every call into the domain, endpoint, AV and CQ
   std::mutex mutex_;             // guards the address cache and the orphans

@@ -12,6 +12,7 @@ ncclResult_t Endpoint::poll() {
   fi_cq_tagged_entry entries[kMaxBatch];
   // Completion callbacks run under the lock; they only record results.
   std::lock_guard<std::mutex> lock(io_mutex_);
+  if (lost_injected_.load(std::memory_order_relaxed)) return ncclRemoteError;
   if (weft_matching_) {
     while (!unposted_.empty()) {
       int slot = unposted_.back();
@@ -45,11 +46,22 @@ ncclResult_t Endpoint::poll() {
     if (op != nullptr && op->target != nullptr) {
       int code = error.err == FI_ETRUNC ? kTruncated : error.err;
       op->target->on_error(op->slot, code, error.olen, detail != nullptr ? detail : "");
-    } else {
-      WEFT_WARN("%s: completion error without context: %s (%s)", device_name_.c_str(),
-                fi_strerror(error.err), detail != nullptr ? detail : "");
+      return ncclSuccess;
     }
-    return ncclSuccess;
+    if (error.err == FI_ECANCELED) {
+      // A provider dropping its connection to a peer that closed (tcp).
+      WEFT_INFO(NCCL_NET, "%s: an injected message was cancelled by the provider (%s)",
+                device_name_.c_str(), detail != nullptr ? detail : "");
+      return ncclSuccess;
+    }
+    WEFT_WARN(
+        "%s: an injected message (a clear-to-send, an eager message or a notice) failed: %s "
+        "(%s). The provider does not say to which peer, so every connection on this endpoint "
+        "fails rather than wait for it",
+        device_name_.c_str(), fi_strerror(error.err), detail != nullptr ? detail : "");
+    mark_broken();
+    lost_injected_.store(true, std::memory_order_relaxed);
+    return ncclRemoteError;
   }
   if (!cq_failed_.exchange(true)) fail("fi_cq_read", static_cast<int>(count));
   return ncclSystemError;

@@ -495,6 +495,12 @@ ncclResult_t RdmaRecvPath::report_failure(int error, size_t overflow_length, siz
                             text);
 }
 
+void RdmaRecvPath::operation_failed(uint32_t slot, int error, const char* text) {
+  if (slot != kCtsOp || error == FI_ECANCELED) return;
+  fault_.raise(ncclRemoteError, endpoint_.device_name(), peer_.name,
+               std::string("a clear-to-send failed: ") + fi_strerror(error) + " (" + text + ")");
+}
+
 bool RdmaRecvPath::in_flight() {
   for (int i = 0; i < bounce_count_; ++i) {
     uint8_t state = bounces_[i].state.load(std::memory_order_acquire);

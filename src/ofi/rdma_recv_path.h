@@ -46,6 +46,8 @@ class RdmaRecvPath final : public CompletionOwner,
   void recycle(Request* request) override;
   ncclResult_t report_failure(int error, size_t overflow_length, size_t posted_size,
                               const char* text) override;
+  // A lost clear-to-send: the sender will never write that receive.
+  void operation_failed(uint32_t slot, int error, const char* text) override;
   bool in_flight();
   void cancel_receives();
 
