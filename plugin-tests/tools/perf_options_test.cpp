@@ -132,6 +132,8 @@ TEST_CASE("test lists, comms, threads, groups and raw operations") {
   Options v = parse({"--vs-raw", "tcp", "--domain", "lo", "--raw-op", "write"});
   CHECK(v.vs_raw_provider == "tcp");
   CHECK_FALSE(v.raw());
+  Options f = parse({"--vs-raw", "efa", "--fabric", "efa-direct", "--raw-op", "write"});
+  CHECK(f.fabric == "efa-direct");
 }
 
 TEST_CASE("bad command lines are usage errors") {
@@ -147,6 +149,8 @@ TEST_CASE("bad command lines are usage errors") {
   bad({"--port"});
   bad({"--domain", "lo"});     // plugin mode: WEFT_OFI_DOMAIN instead
   bad({"--raw-op", "write"});  // only for raw runs
+  bad({"--fabric", "efa"});    // likewise
+  bad({"--raw-ofi", "efa", "--fabric", ""});
   bad({"--raw-ofi", "tcp", "--raw-op", "read"});
   bad({"--raw-ofi", "tcp", "--abi", "9"});
   bad({"--raw-ofi", "tcp", "--vs-raw", "tcp"});

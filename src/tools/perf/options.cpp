@@ -237,6 +237,8 @@ Transport:
                        (fi_writedata into the peer's buffer, size as remote
                        CQ data; the RMA ceiling)
   --domain NAME        raw runs: libfabric domain, e.g. "lo" for tcp
+  --fabric NAME        raw runs: libfabric fabric, e.g. "efa-direct" (the
+                       device itself) or "efa" (libfabric's RDM protocol)
 
 Ranks and bootstrap (a TCP connection carrying handles and control words):
   --local              fork two ranks on this host over 127.0.0.1
@@ -370,6 +372,9 @@ std::optional<Options> parse_options(int argc, char** argv, const std::string& d
       if (o.raw_provider.empty()) throw UsageError("--raw-ofi needs a provider name");
     } else if (arg == "--domain") {
       o.domain = next();
+    } else if (arg == "--fabric") {
+      o.fabric = next();
+      if (o.fabric.empty()) throw UsageError("--fabric needs a fabric name");
     } else if (arg == "--dev") {
       o.dev = int_in_range(arg, next(), 0, 1 << 20);
     } else if (arg == "--local") {
@@ -475,6 +480,11 @@ std::optional<Options> parse_options(int argc, char** argv, const std::string& d
   if (!o.raw() && o.vs_raw_provider.empty() && !o.domain.empty()) {
     throw UsageError(
         "--domain applies to --raw-ofi and --vs-raw; the plugin reads WEFT_OFI_DOMAIN");
+  }
+  if (!o.raw() && o.vs_raw_provider.empty() && !o.fabric.empty()) {
+    throw UsageError(
+        "--fabric applies to --raw-ofi and --vs-raw; the plugin picks its fabric from "
+        "WEFT_OFI_PROTOCOL and WEFT_OFI_TAG_MATCHING");
   }
   if (!o.raw() && o.vs_raw_provider.empty() && have_raw_op) {
     throw UsageError("--raw-op applies to --raw-ofi and --vs-raw");

@@ -45,6 +45,7 @@ struct Options {
   int abi = 0;               // 0: newest exported
   std::string raw_provider;  // non-empty: raw libfabric mode
   std::string domain;        // raw mode: fi_info domain name (e.g. "lo")
+  std::string fabric;        // raw mode: fi_info fabric name (e.g. "efa-direct")
   RawOp raw_op = RawOp::tagged;
   // Plugin mode: also run the raw provider in the same run and report
   // plugin/raw ratios.

@@ -132,8 +132,9 @@ class RawOfiBackend final : public Backend {
       : opts_(opts), provider_(opts.raw() ? opts.raw_provider : opts.vs_raw_provider) {
     InfoPtr hints(fi_allocinfo());
     if (!hints) throw PerfError("raw-ofi: fi_allocinfo failed");
-    hints->caps = FI_TAGGED;
-    if (write_mode()) hints->caps |= FI_RMA | FI_WRITE | FI_REMOTE_WRITE;
+    // Write mode asks no tags: efa's efa-direct fabric (the device itself)
+    // offers RMA writes but refuses FI_TAGGED.
+    hints->caps = write_mode() ? FI_MSG | FI_RMA | FI_WRITE | FI_REMOTE_WRITE : FI_TAGGED;
     hints->ep_attr->type = FI_EP_RDM;
     hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
     hints->mode = FI_CONTEXT | FI_CONTEXT2;
@@ -142,14 +143,16 @@ class RawOfiBackend final : public Backend {
     hints->domain_attr->threading = FI_THREAD_DOMAIN;
     hints->fabric_attr->prov_name = strdup(provider_.c_str());
     if (!opts.domain.empty()) hints->domain_attr->name = strdup(opts.domain.c_str());
+    if (!opts.fabric.empty()) hints->fabric_attr->name = strdup(opts.fabric.c_str());
 
     fi_info* found = nullptr;
     int rc = fi_getinfo(FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION), nullptr, nullptr, 0,
                         hints.get(), &found);
     if (rc != 0 || found == nullptr) {
-      throw PerfError("raw-ofi: no FI_EP_RDM endpoint with FI_TAGGED" +
-                      std::string(write_mode() ? " and FI_RMA" : "") + " from provider '" +
-                      provider_ + "'" +
+      throw PerfError("raw-ofi: no FI_EP_RDM endpoint with " +
+                      std::string(write_mode() ? "FI_RMA writes" : "FI_TAGGED") +
+                      " from provider '" + provider_ + "'" +
+                      (opts.fabric.empty() ? "" : " in fabric '" + opts.fabric + "'") +
                       (opts.domain.empty() ? "" : " in domain '" + opts.domain + "'") + ": " +
                       fi_strerror(-rc) + " (check `fi_info -p " + provider_ + " -t FI_EP_RDM`)");
     }
