@@ -2,7 +2,10 @@
 
 #include <dirent.h>
 #include <malloc.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
+#include <cstdlib>
 #include <fstream>
 
 namespace weft::ft {
@@ -32,11 +35,31 @@ long vm_rss_kib() {
   return -1;
 }
 
+// Counts this process's fds, and the Unix sockets among them, in one pass.
+// Each fd is asked itself (SO_DOMAIN), so a socket another thread opens or
+// closes meanwhile is never counted as something else.
+void count_fds(ProcUsage* u) {
+  DIR* d = ::opendir("/proc/self/fd");
+  if (d == nullptr) return;
+  const int own = ::dirfd(d);
+  while (const dirent* e = ::readdir(d)) {
+    if (e->d_name[0] == '.') continue;
+    int fd = std::atoi(e->d_name);
+    if (fd == own) continue;
+    ++u->fds;
+    int domain = 0;
+    socklen_t len = sizeof domain;
+    if (::getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &domain, &len) == 0 && domain == AF_UNIX)
+      ++u->unix_sockets;
+  }
+  ::closedir(d);
+}
+
 }  // namespace
 
 ProcUsage proc_usage() {
   ProcUsage u;
-  u.fds = entries("/proc/self/fd") - 1;  // minus the one opendir holds
+  count_fds(&u);
   u.threads = entries("/proc/self/task");
   ::malloc_trim(0);  // freed memory glibc keeps is not a leak
   u.rss_kib = vm_rss_kib();
@@ -44,8 +67,8 @@ ProcUsage proc_usage() {
 }
 
 std::string to_string(const ProcUsage& u) {
-  return std::to_string(u.fds) + " fds, " + std::to_string(u.threads) + " threads, VmRSS " +
-         std::to_string(u.rss_kib) + " KiB";
+  return std::to_string(u.fds) + " fds (" + std::to_string(u.unix_sockets) + " Unix sockets), " +
+         std::to_string(u.threads) + " threads, VmRSS " + std::to_string(u.rss_kib) + " KiB";
 }
 
 }  // namespace weft::ft

@@ -8,11 +8,16 @@ namespace weft::ft {
 
 struct ProcUsage {
   long fds = 0;
+  long unix_sockets = 0;  // of fds: software devices' NICs talk over them
   long threads = 0;
   long rss_kib = 0;
 };
 
 ProcUsage proc_usage();
+// fds other than Unix sockets.
+inline long fds_besides_unix_sockets(const ProcUsage& u) {
+  return u.fds - u.unix_sockets;
+}
 std::string to_string(const ProcUsage& u);
 
 }  // namespace weft::ft

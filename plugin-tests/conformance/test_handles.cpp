@@ -96,6 +96,13 @@ TEST_CASE("corrupt and truncated handles given to connect never crash", "[handle
         ++connected;
       } else {
         ++pending;
+        // Its request may reach the listener later (a provider with a
+        // software handshake takes more calls than a socket): the next
+        // case gets a listener of its own, which that request cannot name.
+        if (!rc) {
+          FT_OK(c->close_listen(lc));
+          lc = do_listen(*c, dev, good);
+        }
       }
       FT_REQUIRE(
           rc == nullptr || sc != nullptr,

@@ -8,7 +8,8 @@
 // handle or the own closed listener crashed it inside fi_av_insert (1.17)
 // or at the first send (2.6). weft checks the region first
 // (src/ofi/peer_check.cpp) and names it when it refuses. tcp and udp end
-// at WEFT_CONNECT_TIMEOUT_MS with the peer named.
+// at WEFT_CONNECT_TIMEOUT_MS with the peer named; efa when the device
+// gives up on the unanswered request, or at that timeout.
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -77,6 +78,22 @@ std::string shm_name(const std::string& payload) {
   return std::string(payload.c_str() + std::strlen(kShmScheme));
 }
 
+// An EFA address (libfabric's efa_ep_addr): the device GID (16 bytes), the
+// QP number (2), padding (2), the Q_Key (4), then libfabric's own pointer.
+constexpr size_t kEfaAddressSize = 32;
+constexpr size_t kEfaQpnAt = 16;
+
+bool is_efa(const std::string& payload) {
+  const char* provider = std::getenv("WEFT_OFI_PROVIDER");
+  return provider != nullptr && std::string(provider) == "efa" && payload.size() == kEfaAddressSize;
+}
+
+int efa_qpn(const std::string& payload) {
+  uint16_t qpn = 0;
+  std::memcpy(&qpn, payload.data() + kEfaQpnAt, sizeof qpn);
+  return qpn;
+}
+
 // IPv4/IPv6 socket address: the port, else -1.
 int port_of(const std::string& payload) {
   sa_family_t family = 0;
@@ -92,6 +109,8 @@ int port_of(const std::string& payload) {
 // the region file; a socket address's port appears in its text form.
 std::string peer_text(const std::string& payload) {
   if (is_shm(payload)) return "/dev/shm/" + shm_name(payload);
+  // libfabric's text form: fi_addr_efa://[GID]:QPN:QKEY.
+  if (is_efa(payload)) return "]:" + std::to_string(efa_qpn(payload)) + ":";
   int port = port_of(payload);
   return port >= 0 ? ":" + std::to_string(port) : std::string();
 }
@@ -304,6 +323,14 @@ TEST_CASE("connect with a stale or forged handle fails naming the peer, never cr
         set_payload(forged.handle, address.c_str(), address.size() + 1);
         cases.push_back(forged);
       }
+    } else if (is_efa(payload)) {
+      // The same QP number on a device nobody has (the GID's last byte
+      // changed): the device's sends go unanswered.
+      Case forged{"forged: a GID no device has", genuine};
+      std::string address = payload;
+      address[15] = static_cast<char>(address[15] ^ 0x5a);
+      set_payload(forged.handle, address.data(), address.size());
+      cases.push_back(forged);
     } else {
       FT_REQUIRE(port_of(payload) >= 0,
                  "the listen handle holds neither an shm nor a socket address: cannot forge one");
