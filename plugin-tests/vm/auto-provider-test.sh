@@ -1,12 +1,15 @@
 #!/bin/bash
 # Auto mode: with WEFT_OFI_PROVIDER and WEFT_TRANSPORT unset, weft must
 # choose its native verbs transport where an RDMA port exists and no EFA
-# device does (README, "How weft picks a transport"). Runs the conformance properties check (both ranks call init
-# and list devices) with weft's log at INFO, and checks it ran and that
-# weft reported its verbs ports.
-#   auto-provider-test.sh path/to/weft-conformance
+# device does, and libfabric's efa provider where an EFA device is (found
+# by its kernel driver), showing NCCL each EFA NIC once although libfabric
+# offers it as two fabrics (README, "How weft picks a transport"). Runs the
+# conformance properties check (both ranks call init and list devices) with
+# weft's log at INFO, and checks it ran and what weft reported.
+#   auto-provider-test.sh path/to/weft-conformance [verbs|efa]
 set -uo pipefail
 conformance=$1
+expect=${2:-verbs}
 unset WEFT_OFI_PROVIDER WEFT_OFI_DOMAIN WEFT_TRANSPORT
 # weft-conformance's logger prints INFO at NCCL_DEBUG=INFO, as NCCL does.
 export WEFT_DEBUG=INFO NCCL_DEBUG=INFO
@@ -20,6 +23,27 @@ echo "----"
 if [[ $rc -ne 0 ]]; then
   echo "FAIL: weft-conformance [props] in auto mode exited with $rc"
   exit 1
+fi
+if [[ $expect == efa ]]; then
+  # "auto: 1 EFA device(s): using libfabric", then "NIC 0: softefa0-rdm
+  # (provider efa, fabric efa-direct, rdma protocol, ...)".
+  if ! grep -qE 'auto: [0-9]+ EFA device\(s\): using libfabric' "$log"; then
+    echo "FAIL: auto mode did not recognise the EFA device and choose libfabric"
+    exit 1
+  fi
+  nics=$(grep -oE 'NET/weft NIC [0-9]+: [^ ]+ \(provider [^,]+, fabric [^,]+' "$log" | sort -u)
+  echo "NICs weft chose in auto mode:"
+  echo "$nics"
+  if grep -qE 'NET/weft NIC [0-9]+: .*\(provider [^e]' <<<"$nics" || [[ -z $nics ]]; then
+    echo "FAIL: auto mode did not choose the efa provider"
+    exit 1
+  fi
+  if [[ $(grep -c . <<<"$nics") -ne 1 ]]; then
+    echo "FAIL: one EFA NIC should appear once (efa and efa-direct are two fabrics of it)"
+    exit 1
+  fi
+  echo "PASS: auto mode chose libfabric's efa provider, one NIC"
+  exit 0
 fi
 # weft names its choice, then one line per port: "NIC 0: rxe0 port 1, RoCE, ...".
 if ! grep -q 'using the native verbs transport' "$log"; then
