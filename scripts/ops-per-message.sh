@@ -26,14 +26,21 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 export SOFTVERBS_DIR=${SOFTVERBS_DIR:-$work/registry}
 
-# "$@" after the two fixed arguments: the caller's options.
+# Two processes (--server, --client), not --local: a forked rank ends with
+# _exit and would skip the device's exit hook that writes its counters.
+port=$((20000 + $$ % 20000))
 run_with() {
   local n=$1 out=$2
   shift 2
-  SOFTVERBS_COUNTERS_FILE=$out "$PERF" --local --test bw --min-bytes "$size" --max-bytes "$size" \
-    --iters "$n" --warmup 10 "$@" >"$out.log" 2>&1 ||
-    { echo "error: weft-perf failed:" >&2; cat "$out.log" >&2; exit 1; }
-  [ -s "$out" ] || { echo "error: no counters in $out: is a software device loaded?" >&2; exit 1; }
+  local common=(--test bw --min-bytes "$size" --max-bytes "$size" --iters "$n" --warmup 10
+    --port "$port" "$@")
+  SOFTVERBS_COUNTERS_FILE=$out "$PERF" --server "${common[@]}" >"$out.server.log" 2>&1 &
+  local server=$!
+  SOFTVERBS_COUNTERS_FILE=$out "$PERF" --client 127.0.0.1 "${common[@]}" >"$out.log" 2>&1 ||
+    { echo "error: weft-perf failed:" >&2; cat "$out.log" "$out.server.log" >&2; exit 1; }
+  wait "$server" || { echo "error: weft-perf server failed:" >&2; cat "$out.server.log" >&2; exit 1; }
+  [ "$(grep -c . "$out" 2>/dev/null)" = 2 ] ||
+    { echo "error: expected counters of two processes in $out: is a software device loaded?" >&2; exit 1; }
 }
 run_with "$iters" "$work/short" "$@"
 run_with $((2 * iters)) "$work/long" "$@"

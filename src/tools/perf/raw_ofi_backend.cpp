@@ -17,6 +17,7 @@
 #include <rdma/fi_rma.h>
 #include <rdma/fi_tagged.h>
 
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -93,7 +94,10 @@ class Ring {
   void reset(size_t capacity) { items_.assign(capacity, T{}); }
   bool empty() const { return count_ == 0; }
   void push(T v) {
-    if (count_ == items_.size()) throw PerfError("raw-ofi: internal queue overflow");
+    // Writes that land before their receive is posted are not bounded by
+    // the sender's window (the device completes a write without the peer):
+    // grow, as a provider's unexpected-message queue does.
+    if (count_ == items_.size()) grow();
     items_[(head_ + count_) % items_.size()] = v;
     ++count_;
   }
@@ -105,6 +109,13 @@ class Ring {
   }
 
  private:
+  void grow() {
+    std::vector<T> bigger(std::max<size_t>(16, 2 * items_.size()));
+    for (size_t i = 0; i < count_; ++i) bigger[i] = items_[(head_ + i) % items_.size()];
+    items_.swap(bigger);
+    head_ = 0;
+  }
+
   std::vector<T> items_;
   size_t head_ = 0;
   size_t count_ = 0;
@@ -368,7 +379,8 @@ class RawOfiBackend final : public Backend {
     // Room for every request we may have outstanding, both directions.
     size_t pool = 2 * static_cast<size_t>(opts_.depth) + 16;
     fi_cq_attr cq_attr{};
-    cq_attr.format = FI_CQ_FORMAT_TAGGED;
+    // Writes need no tags, and efa-direct offers no tagged entry format.
+    cq_attr.format = write_mode() ? FI_CQ_FORMAT_DATA : FI_CQ_FORMAT_TAGGED;
     cq_attr.wait_obj = FI_WAIT_NONE;
     cq_attr.size = pool * kRawMaxRecvs;
     fid_cq* cq = nullptr;
@@ -422,7 +434,17 @@ class RawOfiBackend final : public Backend {
   }
 
   void progress(RawComm& c) {
-    fi_cq_tagged_entry entries[kCqBatch];
+    if (write_mode()) {
+      drain<fi_cq_data_entry>(c);
+    } else {
+      drain<fi_cq_tagged_entry>(c);
+    }
+  }
+
+  // Entry: the CQ's format (fi_cq_data_entry or fi_cq_tagged_entry).
+  template <typename Entry>
+  void drain(RawComm& c) {
+    Entry entries[kCqBatch];
     for (;;) {
       ssize_t n = fi_cq_read(c.cq.get(), entries, kCqBatch);
       if (n == -FI_EAGAIN) return;
@@ -433,7 +455,8 @@ class RawOfiBackend final : public Backend {
     }
   }
 
-  static void complete(RawComm& c, const fi_cq_tagged_entry& e) {
+  template <typename Entry>
+  static void complete(RawComm& c, const Entry& e) {
     if ((e.flags & FI_REMOTE_CQ_DATA) != 0 && (e.flags & FI_RECV) == 0) {
       // A peer's write landed: it completes our oldest waiting receive.
       int size = static_cast<int>(e.data);
