@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "ofi/provider_quirks.h"
 #include "ofi/tag_layout.h"
 #include "weft/log.h"
 
@@ -103,11 +104,12 @@ ncclResult_t OfiListenComm::accept(RecvComm** recv_comm) {
   bool posted = false;
   ncclResult_t result = accepting_->post_ack(&posted);
   if (result != ncclSuccess || !posted) return result;
-  // The comm is handed over once its acknowledgement completed: a provider
-  // that resends in software (efa's RDM protocol, after the connecting side
-  // had no receive buffer up yet) resends only while this side progresses,
-  // and NCCL may leave a new comm alone for a long time.
-  if (!accepting_->ack_delivered(&result)) {
+  // On a provider that resends in software only while this side progresses
+  // (efa's RDM protocol, after the connecting side had no receive buffer up
+  // yet), the comm is handed over once its acknowledgement completed: NCCL
+  // may leave a new comm alone for a long time.
+  if (resends_only_while_progressed(endpoint_->provider_name()) &&
+      !accepting_->ack_delivered(&result)) {
     if (result != ncclSuccess) accepting_.release()->close();
     return result;
   }

@@ -82,4 +82,11 @@ void drain_before_close(fid_cq* cq) {
   }
 }
 
+bool resends_only_while_progressed(const std::string& provider) {
+  // prov/efa/src/rdm: efa_rdm_ep_queue_rnr_pkt queues the packet, and only
+  // the progress engine (efa_domain_progress_rdm_peers_and_queues, from
+  // fi_cq_read) sends it again.
+  return provider == "efa";
+}
+
 }  // namespace weft::ofi

@@ -17,4 +17,12 @@ void explain_enable_failure(const std::string& device, const fi_info* info, int 
 // closes, dropping what it reads (see the definition for the crash it avoids).
 void drain_before_close(fid_cq* cq);
 
+// True where the provider resends a message that met receiver-not-ready
+// only while the sender keeps calling into it (efa's RDM protocol): accept
+// then holds a new comm back until its acknowledgement completed. Elsewhere
+// accept hands it over at once: udp;ofi_rxd, made to wait, posted its
+// receives late enough under load that its own retransmission backed off
+// past a 30 s test deadline (conformance.udp.pairs64).
+bool resends_only_while_progressed(const std::string& provider);
+
 }  // namespace weft::ofi
