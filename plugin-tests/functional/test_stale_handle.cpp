@@ -21,7 +21,6 @@
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <csignal>
-#include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -29,6 +28,7 @@
 #include <string>
 #include <vector>
 
+#include "log_capture.h"
 #include "net_ops.h"
 #include "two_rank.h"
 
@@ -43,19 +43,6 @@ constexpr size_t kPayloadSizeAt = 6;
 constexpr size_t kPayloadAt = 24;
 constexpr size_t kMaxPayload = 104;
 constexpr const char* kShmScheme = "fi_shm://";
-
-// The plugin's warnings, through NCCL's logger hook (one thread here).
-std::vector<std::string> warnings;
-
-void capture_log(ncclDebugLogLevel level, unsigned long, const char*, int, const char* fmt, ...) {
-  if (level != NCCL_LOG_WARN) return;
-  char text[2048];
-  va_list args;
-  va_start(args, fmt);
-  std::vsnprintf(text, sizeof text, fmt, args);
-  va_end(args);
-  warnings.emplace_back(text);
-}
 
 std::string payload_of(const Handle& h) {
   auto size = static_cast<uint8_t>(h.bytes[kPayloadSizeAt]);
@@ -217,7 +204,7 @@ void expect_connect_error(NetClient& c, int dev, const Case& tried) {
   Handle h = tried.handle;
   const std::string payload = payload_of(h);
   const std::string expect = peer_text(payload);
-  warnings.clear();
+  logged_lines().clear();
   void* sc = nullptr;
   ncclResult_t res = ncclSuccess;
   while (res == ncclSuccess) {
@@ -227,7 +214,8 @@ void expect_connect_error(NetClient& c, int dev, const Case& tried) {
   }
   std::string log;
   bool named = false;
-  for (const auto& w : warnings) {
+  for (const auto& [level, w] : logged_lines()) {
+    if (level != NCCL_LOG_WARN) continue;
     log += "\n  " + w;
     named = named || (!expect.empty() && w.find(expect) != std::string::npos);
   }
@@ -243,7 +231,7 @@ void expect_connect_error(NetClient& c, int dev, const Case& tried) {
 // the result, how long it took, whether the listener had already accepted
 // someone, and the plugin's warnings.
 void connect_genuine(NetClient& c, int dev, Handle genuine, void* lc) {
-  warnings.clear();
+  logged_lines().clear();
   const auto start = std::chrono::steady_clock::now();
   void *sc = nullptr, *rc = nullptr;
   while (!sc || !rc) {
@@ -256,7 +244,8 @@ void connect_genuine(NetClient& c, int dev, Handle genuine, void* lc) {
     }
     if (res != ncclSuccess) {
       std::string log;
-      for (const auto& w : warnings) log += "\n  " + w;
+      for (const auto& [level, w] : logged_lines())
+        if (level == NCCL_LOG_WARN) log += "\n  " + w;
       const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                           std::chrono::steady_clock::now() - start)
                           .count();

@@ -3,11 +3,10 @@
 // on to libfabric. Each case runs in its own process with its own
 // environment.
 #include <catch2/catch.hpp>
-#include <cstdarg>
-#include <cstdio>
 #include <cstdlib>
 #include <string>
 
+#include "log_capture.h"
 #include "net_ops.h"
 #include "two_rank.h"
 
@@ -15,18 +14,6 @@ using namespace weft;
 using namespace weft::ft;
 
 namespace {
-
-std::string g_log;
-
-void capture(ncclDebugLogLevel, unsigned long, const char*, int, const char* format, ...) {
-  char line[2048];
-  va_list args;
-  va_start(args, format);
-  std::vsnprintf(line, sizeof line, format, args);
-  va_end(args);
-  g_log += line;
-  g_log += '\n';
-}
 
 struct Case {
   const char* name;
@@ -44,13 +31,14 @@ void run_case(const Case& c) {
     ::setenv(name, std::string(value) == "softverbs" ? softverbs_path.c_str() : value, 1);
   }
   auto plugin = load_plugin(12);
-  ncclResult_t result = plugin->init(capture);
+  ncclResult_t result = plugin->init(capture_log);
+  const std::string log = logged_text();
   FT_REQUIRE(result == c.result, c.name << ": init returned " << result_name(result)
                                         << ", expected " << result_name(c.result) << "; log:\n"
-                                        << g_log);
-  FT_REQUIRE(g_log.find(c.message) != std::string::npos, c.name << ": the log does not say \""
-                                                                << c.message << "\"; log:\n"
-                                                                << g_log);
+                                        << log);
+  FT_REQUIRE(log.find(c.message) != std::string::npos, c.name << ": the log does not say \""
+                                                              << c.message << "\"; log:\n"
+                                                              << log);
   if (result == ncclSuccess) FT_OK(plugin->finalize());
 }
 
