@@ -22,7 +22,10 @@
 #include <thread>
 #include <vector>
 
+#include "core/buffer_class.h"
 #include "core/cuda/cuda_api.h"
+#include "log_capture.h"
+#include "weft/log.h"
 
 namespace cuda = weft::cuda;
 
@@ -325,6 +328,29 @@ TEST_CASE("set_sync_memops sets the attribute on device memory", "[cuda]") {
   std::vector<char> host(64);
   CHECK_FALSE(driver->set_sync_memops(host.data(), &error));
   CHECK(error == "cuPointerSetAttribute(SYNC_MEMOPS) failed: CUDA_ERROR_INVALID_VALUE");
+}
+
+TEST_CASE("a refused SYNC_MEMOPS is said once per process, not per registration", "[cuda]") {
+  // What a real driver answers for memory from cuMemCreate, NCCL's own.
+  ScopedEnv refuse("SOFTCUDA_SYNC_MEMOPS", "0");
+  auto driver = open_softcuda();
+  DeviceBuffer first(*driver, page_size());
+  DeviceBuffer second(*driver, page_size());
+  weft::set_logger(weft::ft::capture_log);
+  for (void* ptr : {first.ptr, second.ptr, first.ptr}) {
+    weft::BufferClass buffer;
+    CHECK(weft::classify_buffer("dev0", driver.get(), "", ptr, page_size(), NCCL_PTR_CUDA,
+                                &buffer) == ncclSuccess);
+  }
+  weft::set_logger(nullptr);
+  int said = 0;
+  for (const auto& line : weft::ft::logged_lines()) {
+    if (contains(line.text, "SYNC_MEMOPS")) {
+      ++said;
+      CHECK(contains(line.text, "CUDA_ERROR_NOT_SUPPORTED"));
+    }
+  }
+  CHECK(said == 1);
 }
 
 TEST_CASE("export_dmabuf gives an fd that maps the device bytes", "[cuda]") {

@@ -27,6 +27,11 @@
 //                             is accepted (default 1); 0 returns
 //                             CUDA_ERROR_NOT_SUPPORTED for that flag, as older
 //                             drivers do (libfabric then retries with flags 0).
+//   SOFTCUDA_SYNC_MEMOPS=0|1  whether cuPointerSetAttribute(SYNC_MEMOPS) is
+//                             allowed (default 1); 0 returns
+//                             CUDA_ERROR_NOT_SUPPORTED, as a real driver does
+//                             for memory mapped with cuMemCreate/cuMemMap
+//                             (NCCL's own buffers).
 //   SOFTCUDA_P2P=0|1          cuDeviceCanAccessPeer between distinct devices
 //                             (default 1). With 2+ devices and 0, libfabric
 //                             2.6 turns CUDA IPC off (shm then copies through

@@ -403,6 +403,12 @@ TEST_CASE("CU_POINTER_ATTRIBUTE_SYNC_MEMOPS is recorded", "[softcuda]") {
   int host = 0;
   CHECK(a.cuPointerSetAttribute(&on, CU_POINTER_ATTRIBUTE_SYNC_MEMOPS,
                                 reinterpret_cast<CUdeviceptr>(&host)) == CUDA_ERROR_INVALID_VALUE);
+  {
+    // What a real driver answers for memory mapped with cuMemCreate.
+    ScopedEnv refuse("SOFTCUDA_SYNC_MEMOPS", "0");
+    CHECK(a.cuPointerSetAttribute(&on, CU_POINTER_ATTRIBUTE_SYNC_MEMOPS, d) ==
+          CUDA_ERROR_NOT_SUPPORTED);
+  }
   REQUIRE(a.cuMemFree_v2(d) == CUDA_SUCCESS);
 }
 

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 
 #include "core/cuda/cuda_driver.h"
 #include "weft/log.h"
@@ -44,9 +45,17 @@ ncclResult_t classify_buffer(const std::string& device_name, const cuda::Driver*
   out->allocation_start = info.base;
   out->allocation_size = info.size;
   // As NCCL's own transports do: CUDA copies then synchronise with RDMA.
+  // Memory from cuMemCreate (NCCL's own buffers) refuses it on every
+  // registration, as it does for NCCL: said once per process, not per
+  // registration.
   if (!cuda->set_sync_memops(data, &error)) {
-    WEFT_INFO(NCCL_NET, "%s: could not set SYNC_MEMOPS on %p: %s", device_name.c_str(), data,
-              error.c_str());
+    static std::atomic<bool> said{false};
+    if (!said.exchange(true, std::memory_order_relaxed)) {
+      WEFT_INFO(NCCL_NET,
+                "%s: could not set SYNC_MEMOPS on GPU buffer %p: %s (expected for memory "
+                "mapped with cuMemCreate; said once per process)",
+                device_name.c_str(), data, error.c_str());
+    }
   }
   return ncclSuccess;
 }

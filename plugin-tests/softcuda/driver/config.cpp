@@ -34,6 +34,9 @@ bool gdr_supported() {
 bool dmabuf_supported() {
   return env_flag("SOFTCUDA_DMABUF", true);
 }
+bool sync_memops_supported() {
+  return env_flag("SOFTCUDA_SYNC_MEMOPS", true);
+}
 bool valid_device(CUdevice dev) {
   return dev >= 0 && dev < device_count();
 }

@@ -17,6 +17,8 @@ int device_count();
 int driver_version();
 bool gdr_supported();
 bool dmabuf_supported();
+// cuPointerSetAttribute(SYNC_MEMOPS) allowed (SOFTCUDA_SYNC_MEMOPS).
+bool sync_memops_supported();
 bool valid_device(CUdevice dev);
 size_t page_size();
 size_t round_up_pages(size_t n);

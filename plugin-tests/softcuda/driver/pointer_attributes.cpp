@@ -147,6 +147,7 @@ SOFTCUDA_API CUresult cuPointerSetAttribute(const void* value, CUpointer_attribu
   std::lock_guard<std::mutex> lock(g_mu);
   Range* r = find_range(ptr);
   if (r == nullptr || !r->is_device()) return t(CUDA_ERROR_INVALID_VALUE);
+  if (!sync_memops_supported()) return t(CUDA_ERROR_NOT_SUPPORTED);
   r->sync_memops = *static_cast<const unsigned*>(value) != 0;
   return t(CUDA_SUCCESS);
 }
