@@ -1,7 +1,8 @@
 // Faults injected into a software device (softverbs' NIC model: softverbs
 // under the native verbs transport, softefa under libfabric's efa provider)
-// end in the right error from test() within a bounded time, on the rank that suffers them, and the
-// peer rank ends too (error or success, never a hang); nothing crashes,
+// end in the right error from test() within a bounded time, on the rank
+// that suffers them, and the peer rank ends too (error or success, never a
+// hang); nothing crashes,
 // and after close and finalize the rank holds no more fds or threads than
 // after a clean init and finalize.
 //   WEFT_TEST_FAULT       NAME=VALUE set in the faulty rank before init
@@ -175,9 +176,8 @@ void side(Rank& rk, bool sender) {
                             ? fds_besides_unix_sockets(after) == fds_besides_unix_sockets(before)
                             : after.fds == before.fds;
   FT_REQUIRE(same_fds && after.threads == before.threads,
-             "after the fault, closing and finalize: " << to_string(after)
-                                                       << ", after a clean init and finalize: "
-                                                       << to_string(before));
+             "after the fault, closing and finalize: "
+                 << to_string(after) << ", after a clean init and finalize: " << to_string(before));
 }
 
 }  // namespace

@@ -34,7 +34,7 @@ if [[ $expect == efa ]]; then
   nics=$(grep -oE 'NET/weft NIC [0-9]+: [^ ]+ \(provider [^,]+, fabric [^,]+' "$log" | sort -u)
   echo "NICs weft chose in auto mode:"
   echo "$nics"
-  if grep -qE 'NET/weft NIC [0-9]+: .*\(provider [^e]' <<<"$nics" || [[ -z $nics ]]; then
+  if [[ -z $nics ]] || grep -qvE '\(provider efa, ' <<<"$nics"; then
     echo "FAIL: auto mode did not choose the efa provider"
     exit 1
   fi

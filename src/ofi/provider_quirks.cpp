@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "ofi/provider_discovery.h"
 #include "weft/log.h"
 
 namespace weft::ofi {
@@ -86,7 +87,7 @@ bool resends_only_while_progressed(const std::string& provider) {
   // prov/efa/src/rdm: efa_rdm_ep_queue_rnr_pkt queues the packet, and only
   // the progress engine (efa_domain_progress_rdm_peers_and_queues, from
   // fi_cq_read) sends it again.
-  return provider == "efa";
+  return is_efa_provider(provider);
 }
 
 }  // namespace weft::ofi
