@@ -19,6 +19,7 @@ CtsMessage sample_cts(int count, int rails = 1) {
   cts.slot = 31;
   cts.count = static_cast<uint8_t>(count);
   cts.rails = static_cast<uint8_t>(rails);
+  cts.skipped = static_cast<uint16_t>(count + rails);
   for (int i = 0; i < count; ++i) {
     cts.entries[i].size = 4096 + i;
     cts.entries[i].tag = 7 * i;
@@ -45,6 +46,7 @@ TEST_CASE("clear-to-send round trip for 1..8 entries on 1..8 rails", "[unit][rdm
       CHECK(decoded.first_index == 1000);
       CHECK(decoded.slot == 31);
       CHECK(decoded.rails == rails);
+      CHECK(decoded.skipped == count + rails);
       REQUIRE(decoded.count == count);
       for (int i = 0; i < count; ++i) {
         CHECK(decoded.entries[i].size == cts.entries[i].size);
@@ -56,6 +58,19 @@ TEST_CASE("clear-to-send round trip for 1..8 entries on 1..8 rails", "[unit][rdm
       }
     }
   }
+}
+
+TEST_CASE("the skipped count is set when a clear-to-send leaves", "[unit][rdma_wire]") {
+  CtsMessage cts = sample_cts(1);
+  cts.skipped = 0;
+  uint8_t bytes[kCtsMaxSize];
+  encode_cts(cts, bytes);
+  set_cts_skipped(bytes, kRdmaMaxSkipped);
+  CtsMessage decoded;
+  std::string error;
+  REQUIRE(decode_cts(bytes, cts_size(1, 1), 1, &decoded, &error));
+  CHECK(decoded.skipped == kRdmaMaxSkipped);
+  CHECK(decoded.first_index == 1000);
 }
 
 TEST_CASE("a posted size larger than any message is legal", "[unit][rdma_wire]") {
@@ -99,7 +114,13 @@ TEST_CASE("malformed clear-to-send messages are refused by name", "[unit][rdma_w
   bytes[6] = 32;
   refused(bytes, size, "request slot 32");
   std::memcpy(bytes, good, size);
-  refused(bytes, size - 1, "expected 80");
+  refused(bytes, size - 1, "expected 84");
+  std::memcpy(bytes, good, size);
+  set_cts_skipped(bytes, kRdmaMaxSkipped + 1);
+  refused(bytes, size, "skips 129 groups (at most 128)");
+  std::memcpy(bytes, good, size);
+  bytes[19] = 1;
+  refused(bytes, size, "reserved header bytes");
   std::memcpy(bytes, good, size);
   bytes[kCtsHeaderSize + 12] = 1;
   refused(bytes, size, "reserved");

@@ -24,7 +24,9 @@ namespace weft::ofi {
 
 constexpr uint32_t kConnectMagic = 0x43544657;  // "WFTC"
 constexpr uint32_t kAckMagic = 0x41544657;      // "WFTA"
-constexpr uint8_t kWireVersion = 3;
+// Follows the rdma protocol's version (rdma_wire.cpp), so peers of
+// different versions part at connect rather than mid-stream.
+constexpr uint8_t kWireVersion = 4;
 
 // The data protocol of a connection; both sides must use the same.
 enum class Protocol : uint8_t { Tagged = 0, Rdma = 1 };

@@ -2,6 +2,7 @@
 
 #include <rdma/fi_errno.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -35,6 +36,13 @@ RdmaRecvPath::RdmaRecvPath(std::vector<Endpoint*> rails, PathPeer peer, size_t e
       bounces_(new Bounce[static_cast<size_t>(bounce_count)]),
       bounce_count_(bounce_count),
       needs_notices_(any_rail_without_write_lengths(rails_)) {
+  const uint32_t window = eager_ahead(endpoint_.weft_matching());
+  deferrable_entries_ = static_cast<int>(std::min<uint32_t>(kRdmaMaxEntries, window / 2));
+  skip_limit_ = window - static_cast<uint32_t>(deferrable_entries_);
+  // Under weft's matching eager data goes behind a header, in two iovecs:
+  // without them the sender writes every message (the peer runs the same
+  // provider, so our limit is its limit).
+  eager_sendable_ = !endpoint_.weft_matching() || endpoint_.iov_limit() >= 2;
   for (int i = 0; i < bounce_count_; ++i) {
     bounces_[i].op.target = this;
     bounces_[i].op.slot = static_cast<uint32_t>(i);
@@ -169,21 +177,18 @@ ncclResult_t RdmaRecvPath::irecv(int n, void** data, const size_t* sizes, const 
   *request = req;
   // Messages up to the eager size with a tag the eager immediate holds go
   // eagerly and never wait for this clear-to-send (a larger one, which
-  // would, is a truncation, and its receive completes only through test(),
-  // which sends it).
-  bool deferrable = true;
+  // would, is a truncation: resolve_unsent sends it after kStallTime).
+  bool deferrable = eager_sendable_ && n <= deferrable_entries_;
   for (int i = 0; i < n; ++i) {
     deferrable =
         deferrable && (sizes == nullptr || sizes[i] <= eager_size_) && eager_tag_fits(tags[i]);
   }
-  deferred_cts_ |= 1u << s;
-  if (!deferrable) {
-    // Together with those held back before it.
-    result = send_deferred_cts();
-    if (result != ncclSuccess) return result;
-  }
+  unsent_[unsent_tail_++ % kRdmaSlots] = static_cast<uint8_t>(s);
   // Eager messages for this group may have arrived before it was posted.
-  return service();
+  result = service();
+  if (result != ncclSuccess) return result;
+  // Together with those held back before it.
+  return resolve_unsent(deferrable ? Unsent::kFilledOnly : Unsent::kAll);
 }
 
 bool RdmaRecvPath::send_cts(int s) {
@@ -209,11 +214,45 @@ bool RdmaRecvPath::send_cts(int s) {
   return true;
 }
 
-ncclResult_t RdmaRecvPath::send_deferred_cts() {
-  while (deferred_cts_ != 0) {
-    const int s = __builtin_ctz(deferred_cts_);
-    if (!send_cts(s)) return poll_rails();  // the provider is full: later
-    deferred_cts_ &= ~(1u << s);
+bool RdmaRecvPath::filled_eagerly(int s) {
+  std::lock_guard<std::mutex> lock(state_mutex_);
+  const Slot& slot = slots_[s];
+  for (int e = 0; e < slot.count; ++e) {
+    if (!slot.entries[e].eager) return false;
+  }
+  return true;
+}
+
+ncclResult_t RdmaRecvPath::resolve_unsent(Unsent which) {
+  // A group whose sender may need its clear-to-send (a message larger than
+  // its receive: an error) is not held back longer than this. Long enough
+  // that a loaded machine's ping-pong does not send it.
+  constexpr auto kStallTime = std::chrono::milliseconds(1);
+  constexpr uint32_t kPollsPerClockRead = 256;
+  while (unsent_head_ != unsent_tail_) {
+    const int s = unsent_[unsent_head_ % kRdmaSlots];
+    const uint32_t count = static_cast<uint32_t>(slots_[s].count);
+    const bool filled = filled_eagerly(s);
+    if (filled && skipped_groups_ < kRdmaMaxSkipped && skipped_messages_ + count <= skip_limit_) {
+      slots_[s].request->complete_now(kCtsOp);
+      ++skipped_groups_;
+      skipped_messages_ += count;
+    } else {
+      bool stalled = false;
+      if (!filled && which != Unsent::kAll) {
+        if (++head_polls_ % kPollsPerClockRead != 0) return ncclSuccess;
+        const auto now = std::chrono::steady_clock::now();
+        if (head_polls_ == kPollsPerClockRead) head_since_ = now;
+        stalled = now - head_since_ >= kStallTime;
+        if (!stalled) return ncclSuccess;
+      }
+      set_cts_skipped(cts_buffers_[s], skipped_groups_);
+      if (!send_cts(s)) return poll_rails();  // the provider is full: later
+      skipped_groups_ = 0;
+      skipped_messages_ = 0;
+    }
+    ++unsent_head_;
+    head_polls_ = 0;
   }
   return ncclSuccess;
 }
@@ -369,20 +408,22 @@ ncclResult_t RdmaRecvPath::service() {
   for (int i = 0; i < bounce_count_; ++i) {
     Bounce& bounce = bounces_[i];
     uint8_t state = bounce.state.load(std::memory_order_acquire);
+    if (state == kIdle && !closing_) {
+      ncclResult_t result = post_bounce(i);
+      if (result != ncclSuccess) return result;
+      continue;
+    }
     if (state == kArrived) {
       ncclResult_t result = ncclSuccess;
       if (!place_eager(i, &result)) {
         if (result != ncclSuccess) return result;
         continue;  // its receive is not posted yet
       }
-      // A GPU copy keeps the buffer until it completes.
+      // A GPU copy keeps the buffer until it completes. An emptied buffer
+      // is posted again by the next call, after the caller has its
+      // receive: the others stay posted meanwhile.
       uint8_t expected = kArrived;
       bounce.state.compare_exchange_strong(expected, kIdle, std::memory_order_acq_rel);
-      if (result != ncclSuccess) return result;
-      state = bounce.state.load(std::memory_order_acquire);
-    }
-    if (state == kIdle && !closing_) {
-      ncclResult_t result = post_bounce(i);
       if (result != ncclSuccess) return result;
     }
   }
@@ -390,11 +431,11 @@ ncclResult_t RdmaRecvPath::service() {
 }
 
 ncclResult_t RdmaRecvPath::progress() {
-  ncclResult_t result = send_deferred_cts();
+  ncclResult_t result = poll_rails();
   if (result != ncclSuccess) return result;
-  result = poll_rails();
+  result = service();
   if (result != ncclSuccess) return result;
-  return service();
+  return resolve_unsent(Unsent::kFilledOnly);
 }
 
 void RdmaRecvPath::on_complete(uint32_t slot, size_t length, const uint64_t* remote_data) {
@@ -517,8 +558,8 @@ void RdmaRecvPath::cancel_receives() {
   closing_ = true;
   // Held back clear-to-sends are not sent any more: their receives wait as
   // any other pending receive does.
-  for (; deferred_cts_ != 0; deferred_cts_ &= deferred_cts_ - 1) {
-    slots_[__builtin_ctz(deferred_cts_)].request->drop_unposted(1);
+  for (; unsent_head_ != unsent_tail_; ++unsent_head_) {
+    slots_[unsent_[unsent_head_ % kRdmaSlots]].request->drop_unposted(1);
   }
   for (int i = 0; i < bounce_count_; ++i) {
     if (bounces_[i].state.load(std::memory_order_acquire) == kPosted) {

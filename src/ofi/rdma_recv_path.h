@@ -7,6 +7,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -79,6 +80,8 @@ class RdmaRecvPath final : public CompletionOwner,
     int count = 0;
     Entry entries[kRdmaMaxEntries];
   };
+  // Walk over the clear-to-sends not sent yet (resolve_unsent).
+  enum class Unsent { kFilledOnly, kAll };
   // One state per bounce buffer, so the polling thread and the comm's
   // thread never see it half-changed.
   enum BounceState : uint8_t { kIdle, kPosted, kArrived, kCopying };
@@ -102,8 +105,15 @@ class RdmaRecvPath final : public CompletionOwner,
   // Sends the clear-to-send of slot `s` (encoded in cts_buffers_[s]); a
   // failure fails its request. False when the provider said EAGAIN.
   bool send_cts(int s);
-  // Sends the clear-to-sends held back by irecv.
-  ncclResult_t send_deferred_cts();
+  // Settles held-back clear-to-sends in group order: a group that eager
+  // messages filled is skipped (the next clear-to-send sent speaks for it),
+  // unless the run of skipped groups is as long as the sender may wait for;
+  // the first group still waiting for data stops the walk, unless `kAll`
+  // or it has waited kStallTime (its sender may need the clear-to-send:
+  // a message larger than its receive).
+  ncclResult_t resolve_unsent(Unsent which);
+  // Every entry of the slot's group was named by an eager message.
+  bool filled_eagerly(int s);
   ncclResult_t service();
   // Matches one eager message; false when its receive is not posted yet.
   bool place_eager(int bounce, ncclResult_t* result);
@@ -134,11 +144,27 @@ class RdmaRecvPath final : public CompletionOwner,
   bool closing_ = false;
   void* bounce_region_ = nullptr;
   uint8_t cts_buffers_[kRdmaSlots][kCtsMaxSize] = {};
-  // Slots whose clear-to-send irecv held back (comm thread only): a group
-  // whose every message goes eagerly, whatever its size, needs it only for
-  // the sender's bookkeeping, so it leaves after the caller's next isend,
-  // at the next progress or irecv, instead of ahead of it.
-  uint32_t deferred_cts_ = 0;
+  // Slots whose clear-to-send is not sent yet, in group order (comm thread
+  // only). Every message of a group whose receives all fit the eager size
+  // goes eagerly and never waits for it: the sender needs it only to move
+  // its bookkeeping on, so it waits here, and once eager messages filled
+  // the group it is not sent at all (one clear-to-send per run of such
+  // groups instead of one per group).
+  uint8_t unsent_[kRdmaSlots] = {};
+  uint32_t unsent_head_ = 0;
+  uint32_t unsent_tail_ = 0;
+  // Groups skipped since the last clear-to-send sent, and their messages:
+  // the sender stays at most eager_ahead messages past the first of them,
+  // so a run ends (its next clear-to-send goes) before it holds
+  // skip_limit_ messages, leaving room for a whole deferrable group.
+  uint16_t skipped_groups_ = 0;
+  uint32_t skipped_messages_ = 0;
+  uint32_t skip_limit_;
+  int deferrable_entries_;      // the largest group held back
+  bool eager_sendable_ = true;  // the sender sends messages up to eager_size_ eagerly
+  // How long the oldest held-back group has waited for data.
+  uint32_t head_polls_ = 0;
+  std::chrono::steady_clock::time_point head_since_{};
   void* cts_region_ = nullptr;
   OpContext copy_ops_[kRdmaSlots * kRdmaMaxEntries];
   CopyTarget copy_target_{this};

@@ -22,7 +22,7 @@ RdmaSendPath::RdmaSendPath(std::vector<RdmaRail> rails, PathPeer peer, size_t ea
       max_message_(max_message),
       header_eager_(endpoint_.iov_limit() >= 2),
       immediate_eager_(!endpoint_.weft_matching()),
-      eager_ahead_(endpoint_.weft_matching() ? kCtsBuffers - 1 : kRdmaEagerAhead),
+      eager_ahead_(eager_ahead(endpoint_.weft_matching())),
       size_notices_(size_notices) {
   for (int i = 0; i < kCtsBuffers; ++i) {
     cts_[i].op.target = this;
@@ -107,6 +107,39 @@ void RdmaSendPath::claim_eager_entries(Group& group) {
   }
 }
 
+bool RdmaSendPath::pass_skipped_groups(const CtsMessage& cts) {
+  const uint32_t end = cts.first_index;
+  const uint32_t covered = end - group_first_;
+  // Every skipped group held at least one message, each of them sent.
+  if (covered > next_index_ - group_first_ || covered < cts.skipped) {
+    fail("clear-to-send #" + std::to_string(cts.group_seq) + " says " +
+         std::to_string(cts.skipped) + " groups from #" + std::to_string(group_seq_) +
+         " were filled eagerly by messages #" + std::to_string(group_first_) + " up to #" +
+         std::to_string(end) + ", but only those before #" + std::to_string(next_index_) +
+         " were sent");
+    return false;
+  }
+  for (uint32_t seq = group_seq_; seq != cts.group_seq && seq - group_seq_ < kRdmaSlots; ++seq) {
+    if (groups_[seq % kRdmaSlots].valid) {
+      fail("clear-to-send #" + std::to_string(cts.group_seq) + " says group #" +
+           std::to_string(seq) + " was filled eagerly, but that group had a clear-to-send");
+      return false;
+    }
+  }
+  for (uint32_t index = group_first_; index != end; ++index) {
+    EagerSent& sent = eager_sent_[index % kRdmaEagerAhead];
+    if (!sent.pending) {
+      fail("message #" + std::to_string(index) +
+           " was written, but the receiver says its group was filled eagerly");
+      return false;
+    }
+    sent.pending = false;
+  }
+  group_seq_ = cts.group_seq;
+  group_first_ = end;
+  return true;
+}
+
 void RdmaSendPath::advance_groups() {
   for (;;) {
     Group& group = groups_[group_seq_ % kRdmaSlots];
@@ -143,10 +176,19 @@ ncclResult_t RdmaSendPath::absorb_cts() {
         fail("clear-to-send #" + std::to_string(cts.group_seq) + " arrived after its group");
         return ncclRemoteError;
       }
-      if (ahead >= kRdmaSlots) {
+      if (cts.skipped > ahead) {
+        fail("clear-to-send #" + std::to_string(cts.group_seq) + " skips " +
+             std::to_string(cts.skipped) + " groups, but group #" + std::to_string(group_seq_) +
+             " is the oldest not done");
+        return ncclRemoteError;
+      }
+      // The groups it skips follow the older ones: once those are done it
+      // speaks for everything up to its own group.
+      if (ahead - cts.skipped >= kRdmaSlots || (cts.skipped > 0 && ahead != cts.skipped)) {
         waiting = true;  // kept in its buffer until older groups are sent
         continue;
       }
+      if (cts.skipped > 0 && !pass_skipped_groups(cts)) return ncclRemoteError;
       Group& group = groups_[cts.group_seq % kRdmaSlots];
       if (group.valid) {
         fail("clear-to-send #" + std::to_string(cts.group_seq) + " arrived twice");

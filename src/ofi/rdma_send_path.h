@@ -93,6 +93,9 @@ class RdmaSendPath final : public CompletionOwner, public CompletionTarget {
   ncclResult_t absorb_cts();
   void claim_eager_entries(Group& group);
   void advance_groups();
+  // Moves past the groups that `cts` says were filled eagerly (they start
+  // at group_seq_); false on a fault.
+  bool pass_skipped_groups(const CtsMessage& cts);
   // Entry of the current group for message `index` with `tag`, or -1.
   int claim_entry(Group& group, int32_t tag);
   ncclResult_t send_eager(void* data, size_t size, int tag, void* mhandle, bool truncated,
@@ -145,7 +148,7 @@ class RdmaSendPath final : public CompletionOwner, public CompletionTarget {
   // Few: clear-to-sends that find none posted wait in the provider's
   // unexpected-message queue, and every posted receive costs the provider
   // a slot of its receive queue (shm has 1024 per endpoint).
-  static constexpr int kCtsBuffers = 8;
+  static constexpr int kCtsBuffers = kRdmaCtsBuffers;
   CtsBuffer cts_[kCtsBuffers];
   // Row kPoolSize: the abort notice.
   uint8_t headers_[kPoolSize + 1][kEagerHeaderSize] = {};

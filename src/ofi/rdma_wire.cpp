@@ -10,7 +10,8 @@ namespace {
 constexpr uint32_t kCtsMagic = 0x52544657;    // "WFTR"
 constexpr uint32_t kEagerMagic = 0x45544657;  // "WFTE"
 // 3: eager data moved its index and tag into the remote CQ data.
-constexpr uint8_t kRdmaWireVersion = 3;
+// 4: a clear-to-send may speak for groups filled eagerly (skipped).
+constexpr uint8_t kRdmaWireVersion = 4;
 constexpr int32_t kEagerTagLimit = 1 << 19;  // |tag| below it fits the immediate
 constexpr uint8_t kEagerTruncated = 1;
 constexpr uint8_t kEagerSizeNotice = 2;
@@ -31,6 +32,7 @@ void encode_cts(const CtsMessage& cts, uint8_t* out) {
   out[7] = cts.rails;
   put_le32(out + 8, cts.group_seq);
   put_le32(out + 12, cts.first_index);
+  put_le16(out + 16, cts.skipped);
   for (int i = 0; i < cts.count; ++i) {
     uint8_t* entry = out + kCtsHeaderSize + static_cast<size_t>(i) * cts_entry_size(cts.rails);
     put_le64(entry, cts.entries[i].size);
@@ -40,6 +42,10 @@ void encode_cts(const CtsMessage& cts, uint8_t* out) {
       put_le64(entry + 24 + 16 * r, cts.entries[i].key[r]);
     }
   }
+}
+
+void set_cts_skipped(uint8_t* encoded, uint16_t skipped) {
+  put_le16(encoded + 16, skipped);
 }
 
 bool decode_cts(const uint8_t* bytes, size_t size, int rails, CtsMessage* cts, std::string* error) {
@@ -77,6 +83,16 @@ bool decode_cts(const uint8_t* bytes, size_t size, int rails, CtsMessage* cts, s
   }
   decoded.group_seq = get_le32(bytes + 8);
   decoded.first_index = get_le32(bytes + 12);
+  decoded.skipped = get_le16(bytes + 16);
+  if (decoded.skipped > kRdmaMaxSkipped) {
+    *error = "clear-to-send skips " + std::to_string(decoded.skipped) + " groups (at most " +
+             std::to_string(kRdmaMaxSkipped) + ")";
+    return false;
+  }
+  if (get_le16(bytes + 18) != 0) {
+    *error = "clear-to-send has non-zero reserved header bytes";
+    return false;
+  }
   for (int i = 0; i < decoded.count; ++i) {
     const uint8_t* entry =
         bytes + kCtsHeaderSize + static_cast<size_t>(i) * cts_entry_size(decoded.rails);

@@ -5,9 +5,11 @@
 // Little-endian (docs/wire-formats.md):
 //
 // Clear-to-send: 0 magic u32 "WFTR", 4 version u8, 5 count u8, 6 slot u8,
-//   7 rails u8, 8 group sequence u32, 12 first index u32, then `count`
-//   entries of 16 + 16 x rails: 0 size u64, 8 tag i32, 12 zero u32, and
-//   per rail r at 16 + 16r: address u64, key u64.
+//   7 rails u8, 8 group sequence u32, 12 first index u32, 16 skipped u16
+//   (the groups just before this one, filled eagerly, that get no
+//   clear-to-send of their own; 0..kRdmaMaxSkipped), 18 zero u16, then
+//   `count` entries of 16 + 16 x rails: 0 size u64, 8 tag i32, 12 zero u32,
+//   and per rail r at 16 + 16r: address u64, key u64.
 // Eager messages (sender -> receiver, on the eager tag) carry a 32-bit
 //   remote CQ data, the eager immediate: 0x80000000 when an eager header
 //   starts the message (notices, and data whose tag does not fit), else
@@ -33,6 +35,10 @@ constexpr int kRdmaMaxEntries = 8;
 constexpr int kRdmaSlots = 32;
 // A message travels in at most this many writes (large messages, rails).
 constexpr int kRdmaMaxSegments = 16;
+// A clear-to-send speaks for at most this many skipped groups before it.
+// Rare enough that a ping-pong's p99 does not see the clear-to-send; the
+// sender's eager window (eager_ahead) bounds a run's messages too.
+constexpr int kRdmaMaxSkipped = 128;
 
 // Where one posted receive is, on every rail of the connection: each rail
 // registers the buffer on its own domain, so keys (and, without
@@ -50,9 +56,13 @@ struct CtsMessage {
   uint8_t slot = 0;          // receiver's request slot, named in immediates
   uint8_t count = 0;         // entries, 1..kRdmaMaxEntries
   uint8_t rails = 1;         // rails of the connection, 1..kMaxRails
+  // Groups group_seq - skipped .. group_seq - 1 were filled by eager
+  // messages alone and get no clear-to-send: together they cover the
+  // messages before first_index not covered by older groups.
+  uint16_t skipped = 0;
   CtsEntry entries[kRdmaMaxEntries];
 };
-constexpr size_t kCtsHeaderSize = 16;
+constexpr size_t kCtsHeaderSize = 20;
 constexpr size_t cts_entry_size(int rails) {
   return 16 + 16 * static_cast<size_t>(rails);
 }
@@ -61,6 +71,8 @@ constexpr size_t kCtsMaxSize = kCtsHeaderSize + kRdmaMaxEntries * cts_entry_size
 size_t cts_size(int count, int rails);
 // Writes cts_size(cts.count, cts.rails) bytes.
 void encode_cts(const CtsMessage& cts, uint8_t* out);
+// Sets the skipped count of an encoded clear-to-send (decided when it leaves).
+void set_cts_skipped(uint8_t* encoded, uint16_t skipped);
 // rails: the connection's rail count, which the message must match. Posted
 // sizes are not bounded here: a receive may be larger than any message, and
 // the sender never writes more than it sends.
@@ -94,6 +106,15 @@ bool decode_eager_header(const uint8_t* bytes, size_t length, uint64_t max_data,
 constexpr uint32_t kEagerHeaderFollows = 0x80000000u;
 constexpr int kEagerIndexBits = 12;
 constexpr uint32_t kRdmaEagerAhead = kRdmaSlots * kRdmaMaxEntries;
+// Receive buffers the sender keeps posted for clear-to-sends.
+constexpr int kRdmaCtsBuffers = 8;
+// How many messages a sender sends past the first one of the oldest group
+// it has no clear-to-send for. Under weft's matching, clear-to-sends reach
+// those buffers in any order, and fewer than kRdmaCtsBuffers such messages
+// always leave a buffer for the one it needs (rdma_send_path.h).
+constexpr uint32_t eager_ahead(bool weft_matching) {
+  return weft_matching ? kRdmaCtsBuffers - 1 : kRdmaEagerAhead;
+}
 // Whether `tag` fits the immediate (otherwise the data follows a header).
 bool eager_tag_fits(int32_t tag);
 uint32_t encode_eager_immediate(uint32_t index, int32_t tag);
