@@ -7,7 +7,6 @@
 # Exit 0 passed, 1 failed, 77 skipped (namespaces cannot be created here).
 set -u
 RANK=${1:?usage: netns.sh <weft-netns-rank>}
-SKIP=77
 TAG=$$
 NS_A=weft-fa-$TAG
 NS_B=weft-fb-$TAG
@@ -26,17 +25,7 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 1' INT TERM
 
-if [ "$(id -u)" != 0 ]; then
-  echo "SKIP: network namespaces need root (running as uid $(id -u))"; exit $SKIP
-fi
-if ! command -v ip >/dev/null; then
-  echo "SKIP: iproute2 (ip) is not installed"; exit $SKIP
-fi
-if ! ip netns add "$NS_A" 2>/tmp/weft-netns-err.$TAG; then
-  echo "SKIP: cannot create a network namespace: $(cat /tmp/weft-netns-err.$TAG)"
-  rm -f /tmp/weft-netns-err.$TAG; exit $SKIP
-fi
-rm -f /tmp/weft-netns-err.$TAG
+weft_netns_first "$NS_A"
 weft_netns_up "$NS_A" "$NS_B" "$IF_A" "$IF_B" "$ADDR_A" "$ADDR_B" || { echo "FAIL: veth setup failed"; exit 1; }
 echo "namespaces $NS_A ($IF_A $ADDR_A) <-> $NS_B ($IF_B $ADDR_B)"
 if command -v ping >/dev/null; then

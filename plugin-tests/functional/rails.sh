@@ -17,7 +17,6 @@
 # Exit 0 passed, 1 failed, 77 skipped (namespaces cannot be created here).
 set -u
 RANK=${1:?usage: rails.sh <weft-rails-rank>}
-SKIP=77
 TAG=$$
 NS_A=weft-ra-$TAG
 NS_B=weft-rb-$TAG
@@ -37,15 +36,7 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 1' INT TERM
 
-if [ "$(id -u)" != 0 ]; then
-  echo "SKIP: network namespaces need root (running as uid $(id -u))"; exit $SKIP
-fi
-for tool in ip iptables; do
-  command -v $tool >/dev/null || { echo "SKIP: $tool is not installed"; exit $SKIP; }
-done
-if ! ip netns add "$NS_A" 2>"$FLAGS/err"; then
-  echo "SKIP: cannot create a network namespace: $(cat "$FLAGS/err")"; exit $SKIP
-fi
+weft_netns_first "$NS_A" iptables
 weft_netns_up "$NS_A" "$NS_B" "$A0" "$B0" "$ADDR_A0" "$ADDR_B0" &&
   ip link add "$A1" type veth peer name "$B1" &&
   ip link set "$A1" netns "$NS_A" && ip link set "$B1" netns "$NS_B" &&

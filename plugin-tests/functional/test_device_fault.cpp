@@ -18,6 +18,7 @@
 #include <catch2/catch.hpp>
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <thread>
@@ -131,9 +132,8 @@ void side(Rank& rk, bool sender) {
   if (fault == "kill") rk.peer->sync("connected");
   if (faulty && fault == "kill") _exit(0);
   // WEFT_TEST_KILL_BEFORE_POSTING=1: the survivor posts only once the peer
-  // is gone. Otherwise a message it sent just before the death can be the
-  // last one that side needed to answer, and then only a liveness probe
-  // (issue 18) would notice: the libfabric transport has none yet.
+  // is gone, as a rank idle between messages would. Otherwise it posts
+  // while the peer dies.
   if (fault == "kill" && env_or("WEFT_TEST_KILL_BEFORE_POSTING", "0") == "1") {
     wait_for_exit(*rk.peer);
   }
@@ -152,7 +152,15 @@ void side(Rank& rk, bool sender) {
     int delay = std::atoi(env_or("WEFT_TEST_FAULT_DELAY_MS", "0").c_str());
     std::this_thread::sleep_for(std::chrono::milliseconds(delay));
   }
+  const auto posted = std::chrono::steady_clock::now();
   ncclResult_t result = run_side(*c, comm, sender, buffers, mhandles);
+  if (fault == "kill" && !faulty) {
+    // For the record (ctest -V): how long the survivor took to see it.
+    auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+        std::chrono::steady_clock::now() - posted);
+    std::fprintf(stderr, "surviving %s: result %d after %lld ms\n", sender ? "sender" : "receiver",
+                 static_cast<int>(result), static_cast<long long>(ms.count()));
+  }
   // A killed rank cannot report: its survivor must see the error.
   if (faulty || fault == "kill") {
     FT_REQUIRE(result == expected_result(), "the " << (faulty ? "faulty " : "surviving ")

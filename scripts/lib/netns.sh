@@ -1,7 +1,24 @@
 # Two network namespaces joined by a veth pair: two "hosts" on one machine.
-# Sourced by scripts/perf-netns.sh and plugin-tests/functional/netns.sh.
+# Sourced by scripts/perf-netns.sh and the plugin-tests/functional scripts.
+#   weft_netns_first NS_A [TOOL...]  creates NS_A, or says why it cannot and
+#                                    exits 77 (skipped): not root, a TOOL
+#                                    (besides ip) missing, no namespaces
 #   weft_netns_up NS_A NS_B IF_A IF_B ADDR_A ADDR_B   (returns non-zero on failure)
 #   weft_netns_down NS_A NS_B IF_A                     (never fails)
+
+weft_netns_first() {
+  local ns_a=$1 tool err
+  shift
+  if [ "$(id -u)" != 0 ]; then
+    echo "SKIP: network namespaces need root (running as uid $(id -u))"; exit 77
+  fi
+  for tool in ip "$@"; do
+    command -v "$tool" >/dev/null || { echo "SKIP: $tool is not installed"; exit 77; }
+  done
+  if ! err=$(ip netns add "$ns_a" 2>&1); then
+    echo "SKIP: cannot create a network namespace: $err"; exit 77
+  fi
+}
 
 weft_netns_up() {
   local ns_a=$1 ns_b=$2 if_a=$3 if_b=$4 addr_a=$5 addr_b=$6

@@ -4,6 +4,7 @@
 #include <poll.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -215,6 +216,26 @@ TcpStream::Progress TcpStream::receive_all(std::span<uint8_t> bytes, std::string
   }
   receiving_ = Transfer{};
   return Progress::Done;
+}
+
+bool TcpStream::keep_alive(int timeout_ms, std::string* error) {
+  // Idle a third of the time, then three probes over the rest.
+  const int seconds = std::max(timeout_ms / 1000, 3);
+  const int idle = std::max(seconds / 3, 1);
+  const int interval = std::max((seconds - idle) / 3, 1);
+  const int probes = 3;
+  const unsigned user_timeout = static_cast<unsigned>(seconds) * 1000u;
+  const int on = 1;
+  if (setsockopt(fd_.get(), SOL_SOCKET, SO_KEEPALIVE, &on, sizeof(on)) != 0 ||
+      setsockopt(fd_.get(), IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle)) != 0 ||
+      setsockopt(fd_.get(), IPPROTO_TCP, TCP_KEEPINTVL, &interval, sizeof(interval)) != 0 ||
+      setsockopt(fd_.get(), IPPROTO_TCP, TCP_KEEPCNT, &probes, sizeof(probes)) != 0 ||
+      setsockopt(fd_.get(), IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout, sizeof(user_timeout)) !=
+          0) {
+    *error = "keepalive on the connection with " + peer_.text() + ": " + errno_text(errno);
+    return false;
+  }
+  return true;
 }
 
 bool TcpStream::peer_closed() const {

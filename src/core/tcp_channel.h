@@ -68,6 +68,11 @@ class TcpStream {
   // consumed; with data still queued this says false until it is read.
   bool peer_closed() const;
 
+  // TCP keepalive and TCP_USER_TIMEOUT such that a peer whose kernel stops
+  // answering (host down, network cut) fails the socket with ETIMEDOUT
+  // after about `timeout_ms` (at least 3 s), with no traffic in between.
+  bool keep_alive(int timeout_ms, std::string* error);
+
   bool valid() const { return fd_.valid(); }
   const SocketAddress& peer() const { return peer_; }
   int fd() const { return fd_.get(); }

@@ -29,6 +29,7 @@ void encode_connect_request(const ConnectRequest& request, uint8_t* out) {
   out[7] = request.rails;
   put_le32(out + 8, request.connector_comm_id);
   std::memcpy(out + 16, request.address, request.address_size);
+  request.process.pack(out + 16 + kMaxAddressSize);
 }
 
 bool decode_connect_request(const uint8_t* bytes, size_t size, ConnectRequest* request,
@@ -64,6 +65,11 @@ bool decode_connect_request(const uint8_t* bytes, size_t size, ConnectRequest* r
     return false;
   }
   std::memcpy(decoded.address, bytes + 16, decoded.address_size);
+  if (!PeerIdentity::unpack(bytes + 16 + kMaxAddressSize, PeerIdentity::kPackedSize,
+                            &decoded.process, error)) {
+    *error = "connect request: " + *error;
+    return false;
+  }
   *request = decoded;
   return true;
 }
@@ -84,6 +90,7 @@ void encode_connect_ack(const ConnectAck& ack, uint8_t* out) {
     rail[0] = ack.address_size[r];
     std::memcpy(rail + 8, ack.address[r], ack.address_size[r]);
   }
+  ack.process.pack(out + kAckIdentityOffset);
 }
 
 bool decode_connect_ack(const uint8_t* bytes, size_t size, ConnectAck* ack, std::string* error) {
@@ -154,6 +161,11 @@ bool decode_connect_ack(const uint8_t* bytes, size_t size, ConnectAck* ack, std:
       decoded.address_size[r] = address_size;
       std::memcpy(decoded.address[r], rail + 8, address_size);
     }
+  }
+  if (!PeerIdentity::unpack(bytes + kAckIdentityOffset, PeerIdentity::kPackedSize, &decoded.process,
+                            error)) {
+    *error = "connect acknowledgement: " + *error;
+    return false;
   }
   *ack = decoded;
   return true;

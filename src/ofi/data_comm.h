@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/comm_close.h"
+#include "core/peer_links.h"
 #include "ofi/completion.h"
 #include "ofi/completion_failure.h"
 #include "ofi/endpoint.h"
@@ -33,6 +34,7 @@ struct CommSetup {
   int close_timeout_ms = 2000;
   std::vector<RailLink> extra_rails;  // rails 1.. of a multi-rail device
   size_t min_stripe = 131072;         // WEFT_MIN_STRIPE_SIZE
+  std::shared_ptr<PeerLinks> links;   // liveness links; null: none
 };
 
 template <typename Interface>
@@ -130,6 +132,17 @@ class OfiDataComm : public Interface {
   void set_rail_peer(int rail, fi_addr_t peer) { setup_.extra_rails[rail - 1].peer = peer; }
   size_t min_stripe() const { return setup_.min_stripe; }
 
+  // This process's identity for the connection messages (token 0: none).
+  PeerIdentity own_identity() const {
+    return setup_.links ? setup_.links->identity() : PeerIdentity{};
+  }
+  // The comm's data path checks its peer through this (path_peer.h).
+  PeerWatch* watch() { return &watch_; }
+  // The link to the peer's process (either side may have opened it).
+  void watch_peer(const PeerIdentity& peer) {
+    if (setup_.links) watch_.watch(setup_.links, setup_.links->link_to(peer, setup_.peer_name));
+  }
+
   Endpoint& endpoint() { return *setup_.endpoint; }
   fi_addr_t peer() const { return setup_.peer; }
   const std::string& peer_name() const { return setup_.peer_name; }
@@ -163,6 +176,7 @@ class OfiDataComm : public Interface {
   CommSetup setup_;
   std::string device_name_;
   void* control_region_ = nullptr;
+  PeerWatch watch_;
 };
 
 }  // namespace weft::ofi

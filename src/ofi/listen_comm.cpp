@@ -85,6 +85,7 @@ ncclResult_t OfiListenComm::accept(RecvComm** recv_comm) {
     setup.endpoint = endpoint_;
     setup.close_timeout_ms = setup_.close_timeout_ms;
     setup.min_stripe = setup_.min_stripe;
+    setup.links = setup_.links;
     // As many rails as both sides have (the rdma protocol only).
     size_t rails = request.protocol == own && own == Protocol::Rdma
                        ? std::min<size_t>(request.rails, 1 + setup_.extra_rails.size())
@@ -97,7 +98,7 @@ ncclResult_t OfiListenComm::accept(RecvComm** recv_comm) {
       return result;
     }
     accepting_ = std::make_unique<OfiRecvComm>(std::move(setup), endpoint_->next_id(),
-                                               request.connector_comm_id);
+                                               request.connector_comm_id, request.process);
     result = post_request_receive();
     if (result != ncclSuccess) return result;
   }

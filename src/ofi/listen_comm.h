@@ -17,6 +17,7 @@ struct ListenSetup {
   std::vector<std::shared_ptr<Endpoint>> extra_rails;  // rails 1.. of the device
   int close_timeout_ms = 2000;
   size_t min_stripe = 131072;
+  std::shared_ptr<PeerLinks> links;  // liveness links; null: none
 };
 
 class OfiListenComm final : public ListenComm, public CompletionTarget {

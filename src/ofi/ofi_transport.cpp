@@ -296,6 +296,27 @@ ncclResult_t OfiTransport::endpoint_for(int rail, std::shared_ptr<Endpoint>* out
   return device.endpoint.get(usable, open, out);
 }
 
+std::shared_ptr<PeerLinks> OfiTransport::peer_links() {
+  std::lock_guard<std::mutex> lock(links_mutex_);
+  if (links_opened_) return links_;
+  links_opened_ = true;
+  if (params_.peer_timeout_ms == 0) return nullptr;
+  SocketAddress local;
+  std::string ifname;
+  std::string error;
+  if (!pick_local_address(params_.socket_ifname, AF_UNSPEC, &local, &ifname, &error) ||
+      !(links_ = PeerLinks::open(local, static_cast<int>(params_.peer_timeout_ms), &error))) {
+    WEFT_WARN(
+        "no liveness links (%s): a peer process that dies or a host that vanishes is noticed "
+        "only through the provider's errors, which some never report",
+        error.c_str());
+    return nullptr;
+  }
+  WEFT_INFO(NCCL_INIT, "liveness links on %s (%s)", links_->identity().address.text().c_str(),
+            ifname.c_str());
+  return links_;
+}
+
 ncclResult_t OfiTransport::listen(int dev, void* handle, ListenComm** listen_comm) {
   Device device;
   if (!device_of(dev, "listen", &device)) return ncclInvalidArgument;
@@ -313,6 +334,7 @@ ncclResult_t OfiTransport::listen(int dev, void* handle, ListenComm** listen_com
   setup.extra_rails.assign(endpoints.begin() + 1, endpoints.end());
   setup.close_timeout_ms = static_cast<int>(params_.close_timeout_ms);
   setup.min_stripe = static_cast<size_t>(params_.min_stripe_size);
+  setup.links = peer_links();
   auto comm = std::make_unique<OfiListenComm>(endpoint, listen_id, std::move(setup));
   result = comm->start();
   if (result != ncclSuccess) {
@@ -352,6 +374,7 @@ ncclResult_t OfiTransport::connect(int dev, const CommConfig&, void* handle, Sen
     setup.endpoint = endpoint;
     setup.close_timeout_ms = static_cast<int>(params_.close_timeout_ms);
     setup.min_stripe = static_cast<size_t>(params_.min_stripe_size);
+    setup.links = peer_links();
     for (size_t r = 1; r < endpoints.size(); ++r) setup.extra_rails.push_back({endpoints[r]});
     setup.peer_name = endpoint->address_to_string(decoded.payload, decoded.payload_size);
     result = endpoint->insert_address(decoded.payload, decoded.payload_size, &setup.peer);

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/held_by_comms.h"
+#include "core/peer_links.h"
 #include "core/pending_connects.h"
 #include "ofi/endpoint.h"
 #include "ofi/gpu_support.h"
@@ -67,8 +68,15 @@ class OfiTransport final : public Transport {
   DeviceProperties combined_properties(const std::vector<int>& rails) const;
   void add_device(Device device);
 
+  // This process's liveness links, opened by the first listen or connect
+  // (null when WEFT_PEER_TIMEOUT_MS=0 or no interface can take them).
+  std::shared_ptr<PeerLinks> peer_links();
+
   Params params_;
   const cuda::Driver* cuda_ = nullptr;
+  std::mutex links_mutex_;
+  bool links_opened_ = false;
+  std::shared_ptr<PeerLinks> links_;
   std::vector<std::unique_ptr<Rail>> rails_;
   mutable std::mutex devices_mutex_;  // makeVDevice appends while others read
   std::deque<Device> devices_;

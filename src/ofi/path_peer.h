@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <string>
 
+#include "core/peer_links.h"
+
 namespace weft::ofi {
 
 struct PathPeer {
@@ -14,6 +16,13 @@ struct PathPeer {
   std::string name;
   uint32_t remote_comm_id = 0;  // the peer comm's id, for tags
   uint32_t local_comm_id = 0;
+  PeerWatch* watch = nullptr;  // the comm's; null in tests without one
+
+  // ncclRemoteError once the peer process or host is gone (peer_links.h):
+  // each data path asks at the end of its progress().
+  ncclResult_t check_alive(const std::string& device) const {
+    return watch == nullptr ? ncclSuccess : watch->check(device, name);
+  }
 };
 
 }  // namespace weft::ofi

@@ -435,7 +435,9 @@ ncclResult_t RdmaRecvPath::progress() {
   if (result != ncclSuccess) return result;
   result = service();
   if (result != ncclSuccess) return result;
-  return resolve_unsent(Unsent::kFilledOnly);
+  result = resolve_unsent(Unsent::kFilledOnly);
+  if (result != ncclSuccess) return result;
+  return peer_.check_alive(endpoint_.device_name());
 }
 
 void RdmaRecvPath::on_complete(uint32_t slot, size_t length, const uint64_t* remote_data) {

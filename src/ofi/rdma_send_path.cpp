@@ -225,7 +225,9 @@ ncclResult_t RdmaSendPath::service() {
 ncclResult_t RdmaSendPath::progress() {
   ncclResult_t result = poll_rails();
   if (result != ncclSuccess) return result;
-  return service();
+  result = service();
+  if (result != ncclSuccess) return result;
+  return peer_.check_alive(endpoint_.device_name());
 }
 
 ncclResult_t RdmaSendPath::send_eager(void* data, size_t size, int tag, void* mhandle,

@@ -11,10 +11,12 @@
 
 namespace weft::ofi {
 
-OfiRecvComm::OfiRecvComm(CommSetup setup, uint32_t local_id, uint32_t connector_id)
+OfiRecvComm::OfiRecvComm(CommSetup setup, uint32_t local_id, uint32_t connector_id,
+                         const PeerIdentity& connector)
     : OfiDataComm<RecvComm>(std::move(setup)), local_id_(local_id), connector_id_(connector_id) {
   ack_op_.target = this;
   ack_op_.slot = 0;
+  watch_peer(connector);
 }
 
 ncclResult_t OfiRecvComm::post_ack(bool* posted) {
@@ -26,8 +28,9 @@ ncclResult_t OfiRecvComm::post_ack(bool* posted) {
     }
     ConnectAck ack;
     ack.recv_comm_id = local_id_;
+    ack.process = own_identity();
     if (!path_.chosen()) {
-      PathPeer path_peer{peer(), peer_name(), connector_id_, local_id_};
+      PathPeer path_peer{peer(), peer_name(), connector_id_, local_id_, watch()};
       if (endpoint().rdma()) {
         // Bounce buffers are posted before the sender learns it may use them.
         std::vector<Endpoint*> rails;

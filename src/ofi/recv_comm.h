@@ -18,7 +18,9 @@ namespace weft::ofi {
 
 class OfiRecvComm final : public OfiDataComm<RecvComm>, public CompletionTarget {
  public:
-  OfiRecvComm(CommSetup setup, uint32_t local_id, uint32_t connector_id);
+  // `connector`: the connecting process, whose liveness link the comm watches.
+  OfiRecvComm(CommSetup setup, uint32_t local_id, uint32_t connector_id,
+              const PeerIdentity& connector);
 
   // Posts the acknowledgement; *posted once the provider took it.
   ncclResult_t post_ack(bool* posted);

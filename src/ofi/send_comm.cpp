@@ -45,6 +45,7 @@ ncclResult_t OfiSendComm::step_connect(bool* connected) {
     request.rails = static_cast<uint8_t>(rail_count());
     request.address_size = static_cast<uint8_t>(endpoint().local_address_size());
     std::memcpy(request.address, endpoint().local_address(), request.address_size);
+    request.process = own_identity();
     encode_connect_request(request, control_.connect);
     registered_ = true;
   }
@@ -114,7 +115,8 @@ ncclResult_t OfiSendComm::step_connect(bool* connected) {
     set_rail_peer(r, address);
   }
   remote_id_ = ack.recv_comm_id;
-  PathPeer path_peer{peer(), peer_name(), remote_id_, local_id_};
+  watch_peer(ack.process);
+  PathPeer path_peer{peer(), peer_name(), remote_id_, local_id_, watch()};
   if (own == Protocol::Rdma) {
     size_t eager = std::min<size_t>(endpoint().eager_size(), ack.eager_size);
     std::vector<RdmaRail> rails;

@@ -79,7 +79,9 @@ ncclResult_t TaggedRecvPath::progress() {
     ncclResult_t result = post_pending();
     if (result != ncclSuccess) return result;
   }
-  return endpoint_.poll();
+  ncclResult_t result = endpoint_.poll();
+  if (result != ncclSuccess) return result;
+  return peer_.check_alive(endpoint_.device_name());
 }
 
 void TaggedRecvPath::recycle(Request* request) {

@@ -38,7 +38,9 @@ ncclResult_t TaggedSendPath::isend(void* data, size_t size, int tag, void* mhand
 }
 
 ncclResult_t TaggedSendPath::progress() {
-  return endpoint_.poll();
+  ncclResult_t result = endpoint_.poll();
+  if (result != ncclSuccess) return result;
+  return peer_.check_alive(endpoint_.device_name());
 }
 
 void TaggedSendPath::recycle(Request* request) {

@@ -40,13 +40,22 @@ struct ConnectionSetup {
   QueuePairs qps;
   TcpStream stream;
   std::string peer_name;
+  // Keepalive on the side channel: a peer host that vanishes (no FIN, no
+  // RST) fails it like a peer that exits. 0: none.
+  int peer_timeout_ms = 0;
 };
 
 template <typename Interface>
 class VerbsDataComm : public Interface, public RequestOwner {
  public:
   explicit VerbsDataComm(ConnectionSetup setup)
-      : setup_(std::move(setup)), port_failures_(setup_.port->failures()) {}
+      : setup_(std::move(setup)), port_failures_(setup_.port->failures()) {
+    std::string problem;
+    if (setup_.peer_timeout_ms > 0 && setup_.stream.valid() &&
+        !setup_.stream.keep_alive(setup_.peer_timeout_ms, &problem)) {
+      WEFT_INFO(NCCL_NET, "%s", problem.c_str());
+    }
+  }
 
   ncclResult_t reg_mr(void* data, size_t size, int type, void** mhandle) override {
     return port().register_memory(data, size, type, -1, 0,
@@ -135,7 +144,9 @@ class VerbsDataComm : public Interface, public RequestOwner {
 
   // Rate-limited checks while idle: the port's fatal events, and the peer
   // process (its side channel closes when it exits or closes the comm).
-  ncclResult_t check_health() {
+  // `waiting`: the caller waits for the peer (a send for its clear-to-send)
+  // although no request is in flight.
+  ncclResult_t check_health(bool waiting = false) {
     if (faulted()) return fault();
     if (port().failures() != port_failures_) {
       return fail(ncclSystemError, "device " + port().name() + ": " + port().failure_text());
@@ -144,7 +155,7 @@ class VerbsDataComm : public Interface, public RequestOwner {
     if (now < next_peer_check_) return ncclSuccess;
     next_peer_check_ = now + std::chrono::milliseconds(200);
     port().poll_async_events();
-    if (!has_pending() || !setup_.stream.valid() || !setup_.stream.peer_closed()) {
+    if ((!waiting && !has_pending()) || !setup_.stream.valid() || !setup_.stream.peer_closed()) {
       return ncclSuccess;
     }
     // A completion the peer saw acknowledged may still be on its way into

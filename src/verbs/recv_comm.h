@@ -17,6 +17,7 @@ namespace weft::verbs {
 struct RecvOptions {
   QpSettings qp_settings;
   FlushMethod flush = FlushMethod::Read;
+  int peer_timeout_ms = 0;  // side channel keepalive (WEFT_PEER_TIMEOUT_MS)
 };
 
 class VerbsRecvComm final : public VerbsDataComm<RecvComm> {

@@ -106,7 +106,7 @@ ncclResult_t VerbsSendComm::isend(void* data, size_t size, int tag, void* mhandl
     std::string error;
     switch (check_cts_group(control_->fifo[s], sequence_, &count, &error)) {
       case CtsState::NotYet:
-        return check_health();
+        return check_health(/*waiting=*/true);
       case CtsState::Invalid:
         return fail(ncclRemoteError, error);
       case CtsState::Ready:
@@ -130,7 +130,7 @@ ncclResult_t VerbsSendComm::isend(void* data, size_t size, int tag, void* mhandl
   // Not this message's receive (yet): NCCL posts sends in the receives'
   // order, so this send waits for a later clear-to-send, as with NCCL's
   // own IB transport.
-  if (match < 0) return check_health();
+  if (match < 0) return check_health(/*waiting=*/true);
   VerbsRequest* req = acquire_request(1);
   if (req == nullptr) return ncclSuccess;  // NCCL tries again
   req->slot = s;

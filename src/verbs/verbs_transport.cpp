@@ -146,6 +146,7 @@ ncclResult_t VerbsTransport::listen(int dev, void* handle, ListenComm** listen_c
   // Every verbs port reads through a loopback queue pair; cuda is taken as
   // asked (iflush names a driver without cuFlushGPUDirectRDMAWrites).
   options.flush = choose_flush(params_.gdr_flush, true, true);
+  options.peer_timeout_ms = static_cast<int>(params_.peer_timeout_ms);
   WEFT_INFO(NCCL_NET, "%s: listening on %s (%s)", port->name().c_str(),
             listener->address().text().c_str(), ifname.c_str());
   *listen_comm = new VerbsListenComm(std::move(port), std::move(listener), listen_id, options,
@@ -190,6 +191,7 @@ ncclResult_t VerbsTransport::connect(int dev, const CommConfig& config, void* ha
     ConnectionSetup setup;
     setup.port = port;
     setup.peer_name = peer.text();
+    setup.peer_timeout_ms = static_cast<int>(params_.peer_timeout_ms);
     if (!TcpStream::connect(peer, &setup.stream, &error)) {
       WEFT_WARN("connect on %s: %s", port->name().c_str(), error.c_str());
       return ncclRemoteError;
