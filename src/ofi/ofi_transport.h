@@ -69,14 +69,14 @@ class OfiTransport final : public Transport {
   void add_device(Device device);
 
   // This process's liveness links, opened by the first listen or connect
-  // (null when WEFT_PEER_TIMEOUT_MS=0 or no interface can take them).
+  // and held by the comms (null when WEFT_PEER_TIMEOUT_MS=0 or no interface
+  // can take them).
   std::shared_ptr<PeerLinks> peer_links();
 
   Params params_;
   const cuda::Driver* cuda_ = nullptr;
-  std::mutex links_mutex_;
-  bool links_opened_ = false;
-  std::shared_ptr<PeerLinks> links_;
+  HeldByComms<PeerLinks> links_;
+  bool links_refused_ = false;  // said once: no liveness links
   std::vector<std::unique_ptr<Rail>> rails_;
   mutable std::mutex devices_mutex_;  // makeVDevice appends while others read
   std::deque<Device> devices_;
