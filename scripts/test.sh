@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Installs the build dependencies, builds, and runs every test (all ctest
 # labels, including the docs check) against Debian's libfabric 1.17; then
-# builds libfabric 2.6 from ../shared/vendor (CUDA-enabled, cached) and runs
-# the conformance, functional and cuda suites against it too, where the GPU
-# paths run on softcuda over 2.6's FI_HMEM. Used by CI (.ci/run); needs no
+# runs each fuzz target for WEFT_FUZZ_SECONDS (20) from its seed corpus
+# (clang, preset fuzz); then builds libfabric 2.6 from ../shared/vendor
+# (CUDA-enabled, cached) and runs the conformance, functional and cuda
+# suites against it too, where the GPU paths run on softcuda over 2.6's
+# FI_HMEM. Used by CI (.ci/run); needs no
 # stdin. Extra arguments go to the 1.17 ctest run only (and skip the 2.6
 # run), e.g. scripts/test.sh -L unit
 set -euo pipefail
@@ -37,6 +39,15 @@ ctest --preset default -j "$jobs" --output-on-failure --timeout "$timeout_s" "$@
   status=$?
 
 if [ "$full_run" -eq 1 ]; then
+  fuzz_seconds=${WEFT_FUZZ_SECONDS:-20}
+  echo "==> fuzz targets (clang, AddressSanitizer + UBSan), ${fuzz_seconds}s each (docs/fuzzing.md)"
+  if [[ ! -f build-fuzz/build.ninja ]]; then
+    cmake --preset fuzz </dev/null
+  fi
+  cmake -S . -B build-fuzz -DWEFT_FUZZ_SECONDS="$fuzz_seconds" >/dev/null </dev/null
+  cmake --build --preset fuzz -j "$(nproc)" </dev/null &&
+    ctest --preset fuzz -j "$jobs" -L fuzz </dev/null || status=$?
+
   tarball=${WEFT_LIBFABRIC26_TARBALL:-../shared/vendor/libfabric-2.6.0.tar.xz}
   if [[ ! -f $tarball && -z ${CI:-} ]]; then
     echo "==> skipping the libfabric 2.6 run: $tarball not found (CI requires it)"

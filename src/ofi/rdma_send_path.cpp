@@ -13,13 +13,12 @@
 namespace weft::ofi {
 
 RdmaSendPath::RdmaSendPath(std::vector<RdmaRail> rails, PathPeer peer, size_t eager_size,
-                           uint64_t max_message, bool size_notices, size_t min_stripe)
+                           bool size_notices, size_t min_stripe)
     : rails_(std::move(rails)),
       endpoint_(*rails_[0].endpoint),
       peer_(std::move(peer)),
       eager_size_(eager_size),
       min_stripe_(std::max<size_t>(min_stripe, 1)),
-      max_message_(max_message),
       header_eager_(endpoint_.iov_limit() >= 2),
       immediate_eager_(!endpoint_.weft_matching()),
       eager_ahead_(eager_ahead(endpoint_.weft_matching())),

@@ -38,8 +38,8 @@ class RdmaSendPath final : public CompletionOwner, public CompletionTarget {
   // split across rails in stripes of at least min_stripe bytes, smaller
   // ones take the rails in turn. Targets and eager_size come from the
   // receiver's acknowledgement.
-  RdmaSendPath(std::vector<RdmaRail> rails, PathPeer peer, size_t eager_size, uint64_t max_message,
-               bool size_notices, size_t min_stripe);
+  RdmaSendPath(std::vector<RdmaRail> rails, PathPeer peer, size_t eager_size, bool size_notices,
+               size_t min_stripe);
   ~RdmaSendPath();
   RdmaSendPath(const RdmaSendPath&) = delete;
   RdmaSendPath& operator=(const RdmaSendPath&) = delete;
@@ -116,7 +116,6 @@ class RdmaSendPath final : public CompletionOwner, public CompletionTarget {
   size_t min_stripe_;
   uint32_t next_rail_ = 0;       // round-robin of messages too small to stripe
   size_t max_write_ = SIZE_MAX;  // the smallest write any rail takes
-  uint64_t max_message_;
   // Eager data behind a header (tags that do not fit the eager immediate)
   // needs two iovecs per send; without them such messages are written.
   bool header_eager_ = true;
