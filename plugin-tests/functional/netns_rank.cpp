@@ -86,54 +86,57 @@ void run_vanish(Channel& ch, bool server, const std::string& dir) {
   auto c = open_plugin(12);
   const int dev = test_device(*c);
   void* comm = server ? recv_side_connect(*c, dev, ch) : send_side_connect(*c, dev, ch);
-  Buffer buf(kSize);
-  Mr mr(*c, comm, buf.data(), kSize);
-  fill_pattern(buf.data(), kSize, pattern_seed(77, 0));
-  void* first = server ? post_irecv1(*c, comm, buf.data(), kSize, 0, mr.get())
-                       : post_isend(*c, comm, buf.data(), kSize, 0, mr.get());
-  wait_ok(*c, first, "the message before the cut");
-  if (server) check_received(buf.data(), kSize, kSize, pattern_seed(77, 0), "before the cut");
-  ch.sync("exchanged");
-  const std::string ready = dir + "/ready-" + (server ? "server" : "client");
-  FILE* marker = std::fopen(ready.c_str(), "w");
-  FT_REQUIRE(marker != nullptr, "cannot create " << ready);
-  std::fclose(marker);
-  const auto wait_until = std::chrono::steady_clock::now() + kBound;
-  while (access((dir + "/cut").c_str(), F_OK) != 0) {
-    FT_REQUIRE(std::chrono::steady_clock::now() < wait_until, "the script never cut the link");
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  const auto cut = std::chrono::steady_clock::now();
   ncclResult_t result = ncclSuccess;
-  // A sender's messages may still fit the socket buffers: keep sending.
-  for (int i = 1; result == ncclSuccess; ++i) {
-    void* req = nullptr;
-    void* data[1] = {buf.data()};
-    size_t sizes[1] = {kSize};
-    int tags[1] = {i};
-    void* mhandles[1] = {mr.get()};
-    for (;;) {
-      result = server ? c->irecv(comm, 1, data, sizes, tags, mhandles, &req)
-                      : c->isend(comm, buf.data(), kSize, i, mr.get(), &req);
-      if (result != ncclSuccess || req != nullptr) break;
-      FT_REQUIRE(std::chrono::steady_clock::now() - cut < kBound,
-                 "posting kept returning no request for " << kBound.count() << " s (a hang)");
+  {
+    // Deregistered (Mr) before the comm closes.
+    Buffer buf(kSize);
+    Mr mr(*c, comm, buf.data(), kSize);
+    fill_pattern(buf.data(), kSize, pattern_seed(77, 0));
+    void* first = server ? post_irecv1(*c, comm, buf.data(), kSize, 0, mr.get())
+                         : post_isend(*c, comm, buf.data(), kSize, 0, mr.get());
+    wait_ok(*c, first, "the message before the cut");
+    if (server) check_received(buf.data(), kSize, kSize, pattern_seed(77, 0), "before the cut");
+    ch.sync("exchanged");
+    const std::string ready = dir + "/ready-" + (server ? "server" : "client");
+    FILE* marker = std::fopen(ready.c_str(), "w");
+    FT_REQUIRE(marker != nullptr, "cannot create " << ready);
+    std::fclose(marker);
+    const auto wait_until = std::chrono::steady_clock::now() + kBound;
+    while (access((dir + "/cut").c_str(), F_OK) != 0) {
+      FT_REQUIRE(std::chrono::steady_clock::now() < wait_until, "the script never cut the link");
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
-    while (result == ncclSuccess && req != nullptr) {
-      int done = 0;
-      int reported[8] = {};
-      result = c->test(req, &done, reported);
-      if (done) break;
-      FT_REQUIRE(
-          std::chrono::steady_clock::now() - cut < kBound,
-          "a request neither finished nor failed within " << kBound.count() << " s (a hang)");
+    const auto cut = std::chrono::steady_clock::now();
+    // A sender's messages may still fit the socket buffers: keep sending.
+    for (int i = 1; result == ncclSuccess; ++i) {
+      void* req = nullptr;
+      void* data[1] = {buf.data()};
+      size_t sizes[1] = {kSize};
+      int tags[1] = {i};
+      void* mhandles[1] = {mr.get()};
+      for (;;) {
+        result = server ? c->irecv(comm, 1, data, sizes, tags, mhandles, &req)
+                        : c->isend(comm, buf.data(), kSize, i, mr.get(), &req);
+        if (result != ncclSuccess || req != nullptr) break;
+        FT_REQUIRE(std::chrono::steady_clock::now() - cut < kBound,
+                   "posting kept returning no request for " << kBound.count() << " s (a hang)");
+      }
+      while (result == ncclSuccess && req != nullptr) {
+        int done = 0;
+        int reported[8] = {};
+        result = c->test(req, &done, reported);
+        if (done) break;
+        FT_REQUIRE(
+            std::chrono::steady_clock::now() - cut < kBound,
+            "a request neither finished nor failed within " << kBound.count() << " s (a hang)");
+      }
     }
+    auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+        std::chrono::steady_clock::now() - cut);
+    std::fprintf(stderr, "netns %s: %s %lld ms after the cut\n", server ? "server" : "client",
+                 result_name(result), static_cast<long long>(ms.count()));
+    FT_REQUIRE(result == ncclRemoteError, "expected ncclRemoteError, got " << result_name(result));
   }
-  auto ms =
-      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - cut);
-  std::fprintf(stderr, "netns %s: %s %lld ms after the cut\n", server ? "server" : "client",
-               result_name(result), static_cast<long long>(ms.count()));
-  FT_REQUIRE(result == ncclRemoteError, "expected ncclRemoteError, got " << result_name(result));
   if (server) {
     c->close_recv(comm);
   } else {

@@ -12,7 +12,9 @@
 //   WEFT_TEST_FAULT_EXPECT remote | system | ok: test()'s first result there
 //                         (with "kill": on the surviving rank)
 //   WEFT_TEST_FAULT_DELAY_MS  the sender waits this long before sending
+#include <dirent.h>
 #include <poll.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
@@ -20,6 +22,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <thread>
 #include <vector>
@@ -94,6 +97,35 @@ ncclResult_t run_side(NetClient& c, void* comm, bool sender, std::vector<Buffer>
   return first;
 }
 
+// libfabric's shm names its regions /dev/shm/<pid>:..., and a process that
+// dies without closing its endpoints leaves them behind, where a later
+// process given the same pid fails to enable its own (README, known
+// issues). The survivor clears what its dead peer left, as an operator
+// would on a node where a job was killed.
+bool process_dead(pid_t pid) {
+  if (kill(pid, 0) != 0 && errno == ESRCH) return true;
+  // A zombie (the harness reaps it later) holds nothing open any more.
+  FILE* stat = std::fopen(("/proc/" + std::to_string(pid) + "/stat").c_str(), "r");
+  if (stat == nullptr) return true;
+  char state = 0;
+  const int fields = std::fscanf(stat, "%*d (%*[^)]) %c", &state);
+  std::fclose(stat);
+  return fields == 1 && state == 'Z';
+}
+
+void remove_regions_of(pid_t dead) {
+  if (dead <= 0 || !process_dead(dead)) return;
+  DIR* dir = opendir("/dev/shm");
+  if (dir == nullptr) return;
+  const std::string prefix = std::to_string(dead) + ":";
+  while (dirent* entry = readdir(dir)) {
+    if (std::strncmp(entry->d_name, prefix.c_str(), prefix.size()) == 0) {
+      unlink(("/dev/shm/" + std::string(entry->d_name)).c_str());
+    }
+  }
+  closedir(dir);
+}
+
 // Returns once the peer's end of the channel closed: its process exited.
 void wait_for_exit(Channel& peer) {
   const auto deadline = std::chrono::steady_clock::now() + kBound;
@@ -129,7 +161,12 @@ void side(Rank& rk, bool sender) {
   void* comm = sender ? send_side_connect(*c, dev, *rk.peer) : recv_side_connect(*c, dev, *rk.peer);
   // Both connected (a connect can finish on one side only), then the
   // faulty rank vanishes without closing anything.
-  if (fault == "kill") rk.peer->sync("connected");
+  pid_t peer_pid = 0;
+  if (fault == "kill") {
+    rk.peer->send_u64(static_cast<uint64_t>(getpid()));
+    peer_pid = static_cast<pid_t>(rk.peer->recv_u64());
+    rk.peer->sync("connected");
+  }
   if (faulty && fault == "kill") _exit(0);
   // WEFT_TEST_KILL_BEFORE_POSTING=1: the survivor posts only once the peer
   // is gone, as a rank idle between messages would. Otherwise it posts
@@ -174,6 +211,13 @@ void side(Rank& rk, bool sender) {
     c->close_recv(comm);
   }
   FT_OK(c->finalize());
+  if (fault == "kill" && !faulty) {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (!process_dead(peer_pid) && std::chrono::steady_clock::now() < until) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    remove_regions_of(peer_pid);
+  }
   // Nothing of the failed connection stays: no fd (device context, side
   // channel, completion channel) and no thread (softverbs' NIC).
   const ProcUsage after = proc_usage();

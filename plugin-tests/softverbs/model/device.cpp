@@ -367,7 +367,7 @@ std::vector<Device*> scan_devices() {
       // component, else 0000:00:<0x1d + i>.0 as on EC2.
       std::string bdf = info.pci_path.substr(info.pci_path.find_last_of('/') + 1);
       if (bdf.empty()) {
-        char text[16];
+        char text[32];  // room for any int: GCC checks the bound without knowing i's range
         std::snprintf(text, sizeof(text), "0000:00:%02x.0", 0x1d + i);
         bdf = text;
       }
