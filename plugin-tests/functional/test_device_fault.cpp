@@ -97,9 +97,8 @@ ncclResult_t run_side(NetClient& c, void* comm, bool sender, std::vector<Buffer>
   return first;
 }
 
-// libfabric's shm names its regions /dev/shm/<pid>:..., and a process that
-// dies without closing its endpoints leaves them behind, where a later
-// process given the same pid fails to enable its own (README, known
+// weft names libfabric shm regions /dev/shm/weft-<pid>-..., and a process
+// that dies without closing its endpoints leaves them behind (README, known
 // issues). The survivor clears what its dead peer left, as an operator
 // would on a node where a job was killed.
 bool process_dead(pid_t pid) {
@@ -117,7 +116,7 @@ void remove_regions_of(pid_t dead) {
   if (dead <= 0 || !process_dead(dead)) return;
   DIR* dir = opendir("/dev/shm");
   if (dir == nullptr) return;
-  const std::string prefix = std::to_string(dead) + ":";
+  const std::string prefix = "weft-" + std::to_string(dead) + "-";
   while (dirent* entry = readdir(dir)) {
     if (std::strncmp(entry->d_name, prefix.c_str(), prefix.size()) == 0) {
       unlink(("/dev/shm/" + std::string(entry->d_name)).c_str());

@@ -1,7 +1,6 @@
 #include "core/peer_links.h"
 
 #include <poll.h>
-#include <sys/random.h>
 #include <sys/socket.h>
 
 #include <algorithm>
@@ -9,6 +8,7 @@
 #include <cstring>
 
 #include "core/byte_codec.h"
+#include "core/random.h"
 #include "weft/log.h"
 
 namespace weft {
@@ -24,18 +24,6 @@ constexpr auto kHelloTimeout = std::chrono::seconds(10);
 constexpr size_t kMaxArriving = 64;
 constexpr auto kLookInterval = std::chrono::milliseconds(200);
 constexpr auto kGrace = std::chrono::seconds(1);
-
-uint64_t random_token() {
-  uint64_t token = 0;
-  while (token == 0) {
-    if (getrandom(&token, sizeof(token), 0) != static_cast<ssize_t>(sizeof(token))) {
-      // No entropy source: time and address still tell processes apart.
-      token = static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count()) ^
-              reinterpret_cast<uintptr_t>(&token);
-    }
-  }
-  return token;
-}
 
 }  // namespace
 
@@ -210,7 +198,7 @@ std::shared_ptr<PeerLinks> PeerLinks::open(const SocketAddress& local, int timeo
 
 PeerLinks::PeerLinks(std::unique_ptr<TcpListener> listener, int timeout_ms)
     : listener_(std::move(listener)), timeout_ms_(timeout_ms) {
-  identity_.token = random_token();
+  identity_.token = random_nonzero_u64();
   identity_.address = listener_->address();
 }
 

@@ -100,6 +100,7 @@ ncclResult_t Endpoint::open(const fi_info* info, const std::string& device_name,
     if (result != ncclSuccess) return result;
   }
 
+  if (!name_endpoint_uniquely(device_name, endpoint->provider_name_, ep)) return ncclSystemError;
   rc = fi_ep_bind(ep, &av->fid, 0);
   if (rc != 0) return endpoint->fail("fi_ep_bind(av)", rc);
   rc = fi_ep_bind(ep, &cq->fid, FI_TRANSMIT | FI_RECV);

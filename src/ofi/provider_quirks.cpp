@@ -1,12 +1,17 @@
 #include "ofi/provider_quirks.h"
 
+#include <rdma/fi_cm.h>
 #include <rdma/fi_eq.h>
 #include <rdma/fi_errno.h>
+#include <unistd.h>
 
+#include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
+#include "core/random.h"
 #include "ofi/provider_discovery.h"
 #include "weft/log.h"
 
@@ -22,6 +27,24 @@ size_t size_from_env(const char* name, size_t fallback) {
 }
 
 }  // namespace
+
+bool name_endpoint_uniquely(const std::string& device, const std::string& provider, fid_ep* ep) {
+  if (provider != "shm") return true;
+  // One random part per process: with the pid it cannot repeat a name of a
+  // dead process that had the same pid; the counter tells endpoints apart.
+  static const uint64_t process_part = random_nonzero_u64();
+  static std::atomic<uint32_t> counter{0};
+  char name[96];
+  std::snprintf(name, sizeof(name), "fi_shm://weft-%d-%016llx-%u", static_cast<int>(getpid()),
+                static_cast<unsigned long long>(process_part), counter.fetch_add(1));
+  int rc = fi_setname(&ep->fid, name, std::strlen(name) + 1);
+  if (rc != 0) {
+    WEFT_WARN("%s: naming the shm endpoint %s failed: %s (%d)", device.c_str(), name,
+              fi_strerror(-rc), rc);
+    return false;
+  }
+  return true;
+}
 
 // fi_enable's EINVAL on verbs;ofi_rxm says nothing about why. The usual
 // cause: rxm opens one verbs completion queue per endpoint sized from its

@@ -13,6 +13,16 @@ namespace weft::ofi {
 // completion queue sizes) and the variables that fix it.
 void explain_enable_failure(const std::string& device, const fi_info* info, int rc);
 
+// shm names an endpoint's shared-memory region after the process id and a
+// counter that restarts with every load of libfabric: a process that loads
+// the plugin again while an abandoned endpoint of the last load is still
+// open, or that got the pid of a killed process whose regions are still in
+// /dev/shm, fails fi_enable with EBUSY. On shm this names the endpoint
+// "fi_shm://weft-<pid>-<random>-<n>" instead, unique per endpoint (before
+// fi_enable); elsewhere it does nothing. False, with the provider's error
+// logged, if the provider refused the name.
+bool name_endpoint_uniquely(const std::string& device, const std::string& provider, fid_ep* ep);
+
 // Drives rxm's progress through `cq` for a bounded time before the endpoint
 // closes, dropping what it reads (see the definition for the crash it avoids).
 void drain_before_close(fid_cq* cq);
