@@ -126,13 +126,10 @@ std::string PeerLink::step(Connection& connection, bool* dropped) {
     if (getsockopt(connection.stream.fd(), SOL_SOCKET, SO_ERROR, &error, &length) != 0) {
       error = errno;
     }
-    if (error == ECONNREFUSED) {
-      // Its address came in a message from the live process moments ago:
-      // nobody listening there now means the process is gone.
-      return "its process is gone (nothing listens on its link address " + where + " any more)";
-    }
     if (error != 0) {
-      // A route or firewall problem of this side: no verdict on the peer.
+      // A route or firewall problem, or (refused) a firewall's reset as
+      // much as a process already gone: no verdict on the peer, which a
+      // healthy job must never be failed for.
       if (!unreachable_logged_) {
         unreachable_logged_ = true;
         WEFT_INFO(NCCL_NET,
