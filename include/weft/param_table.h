@@ -46,6 +46,10 @@
              "shuffled order, as EFA's unordered transport may (0: off).")                         \
   WEFT_PARAM(ofi_test_reorder_seed, "WEFT_OFI_TEST_REORDER_SEED", Int, "1", 1, 2147483647,         \
              "Seed of WEFT_OFI_TEST_REORDER's shuffle.")                                           \
+  WEFT_PARAM(ofi_test_hold_injects, "WEFT_OFI_TEST_HOLD_INJECTS", Bool, "0", 0, 1,                 \
+             "Test aid: hold an inject made while a send of the endpoint is in flight until the "  \
+             "poll after the one that read that send's completion, as libfabric's tcp provider "   \
+             "may; senders then inject nothing.")                                                  \
   WEFT_PARAM(ofi_cq_read_count, "WEFT_OFI_CQ_READ_COUNT", Int, "16", 1, 256,                       \
              "Completions read from the completion queue per poll.")                               \
   WEFT_PARAM(ofi_cq_size, "WEFT_OFI_CQ_SIZE", Int, "8192", 64, 1048576,                            \

@@ -4,7 +4,8 @@
 // and its clear-to-send, which comes later, does not hold it up); once the
 // receive is posted, every byte lands in the slot its tag names. NCCL does
 // not need this, and the native verbs transport's sends wait for the
-// clear-to-send, so only the libfabric flavours run it (functional.*.eager).
+// clear-to-send, so only the libfabric flavours run it (functional.*.eager),
+// udp's excepted: rxd completes a send when the receiver acknowledged it.
 #include <catch2/catch.hpp>
 #include <string>
 #include <vector>

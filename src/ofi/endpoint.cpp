@@ -30,6 +30,8 @@ ncclResult_t Endpoint::open(const fi_info* info, const std::string& device_name,
   endpoint->mr_mode_ = info->domain_attr->mr_mode;
   endpoint->address_format_ = info->addr_format;
   endpoint->inject_size_ = info->tx_attr != nullptr ? info->tx_attr->inject_size : 0;
+  endpoint->held_injects_.configure(options.test_hold_injects);
+  endpoint->send_injects_ = !options.test_hold_injects && !injects_wait_for_progress(info);
   endpoint->cq_read_count_ = std::clamp(options.cq_read_count, 1, kMaxBatch);
   endpoint->registration_cache_ = std::make_unique<RegistrationCache>(
       options.mr_cache, static_cast<size_t>(std::max(options.mr_cache_max_entries, 1)));

@@ -21,6 +21,7 @@
 #include "ofi/completion.h"
 #include "ofi/completion_reorder.h"
 #include "ofi/fabric_ptr.h"
+#include "ofi/held_injects.h"
 #include "ofi/message_matcher.h"
 #include "ofi/registration.h"
 #include "ofi/remote_write_target.h"
@@ -48,6 +49,8 @@ struct EndpointOptions {
   // shuffled order (0: in the provider's order).
   int reorder_window = 0;
   uint64_t reorder_seed = 1;
+  // Test aid: hold injects as tcp's send queue may (held_injects.h).
+  bool test_hold_injects = false;
   size_t eager_size = 8192;
   int eager_buffers = 16;
   uint64_t max_message = 1ull << 32;  // maxP2pBytes
@@ -159,6 +162,11 @@ class Endpoint final : public Poller, public OrphanKeeper {
   size_t iov_limit() const { return iov_limit_; }
   // Sends up to this size complete on return (fi_tinject), with no completion.
   size_t inject_size() const { return inject_size_; }
+  // Whether a sender may inject `size` bytes and report the send done: never
+  // where an inject may wait in the provider for a later call
+  // (provider_quirks.h). Receivers inject clear-to-sends up to
+  // inject_size(): they keep calling until the data those ask for arrives.
+  bool may_inject_send(size_t size) const { return send_injects_ && size <= inject_size_; }
   const cuda::Driver* cuda() const { return gpu_memory_ ? cuda_ : nullptr; }
   bool gpu_memory() const { return gpu_memory_; }
   bool dmabuf() const { return dmabuf_; }
@@ -184,6 +192,15 @@ class Endpoint final : public Poller, public OrphanKeeper {
   // Delivers `count` fresh entries, or through the reordering window.
   void deliver(fi_cq_tagged_entry* entries, ssize_t count);
   void dispatch(const fi_cq_tagged_entry& entry);
+  // The provider's inject, io_mutex_ held; `data` already compact under
+  // weft's matching.
+  ssize_t inject_now(const void* buffer, size_t size, uint64_t data, fi_addr_t peer, uint64_t tag);
+  // Passes a posting call's result on, counting what was posted for the
+  // held-injects test aid.
+  ssize_t tracked(ssize_t rc) {
+    if (rc == 0 && held_injects_.active()) held_injects_.tracked_posted();
+    return rc;
+  }
   // Reads up to `count` entries in the queue's format (tagged, or data
   // entries widened to tagged ones when weft matches).
   ssize_t read_queue(fi_cq_tagged_entry* entries, size_t count);
@@ -243,6 +260,8 @@ class Endpoint final : public Poller, public OrphanKeeper {
   std::string provider_name_;
   uint64_t mr_mode_ = 0;
   size_t inject_size_ = 0;
+  bool send_injects_ = false;
+  HeldInjects held_injects_;
   uint32_t address_format_ = FI_FORMAT_UNSPEC;
   int cq_read_count_ = 16;
   uint8_t local_address_[128] = {};

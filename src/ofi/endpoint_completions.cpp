@@ -7,12 +7,28 @@
 #include "weft/log.h"
 
 namespace weft::ofi {
+namespace {
+
+// This endpoint's own send, write or read finished (not a peer's write,
+// not a receive).
+bool local_transfer(uint64_t flags) {
+  return (flags & (FI_SEND | FI_WRITE | FI_READ)) != 0 &&
+         (flags & (FI_RECV | FI_REMOTE_WRITE | FI_REMOTE_READ)) == 0;
+}
+
+}  // namespace
 
 ncclResult_t Endpoint::poll() {
   fi_cq_tagged_entry entries[kMaxBatch];
   // Completion callbacks run under the lock; they only record results.
   std::lock_guard<std::mutex> lock(io_mutex_);
   if (lost_injected_.load(std::memory_order_relaxed)) return ncclRemoteError;
+  if (held_injects_.active()) {
+    held_injects_.release(
+        [this](const void* buffer, size_t size, uint64_t data, fi_addr_t peer, uint64_t tag) {
+          return inject_now(buffer, size, data, peer, tag);
+        });
+  }
   if (weft_matching_) {
     while (!unposted_.empty()) {
       int slot = unposted_.back();
@@ -35,6 +51,7 @@ ncclResult_t Endpoint::poll() {
     fi_cq_err_entry error{};
     ssize_t rc = fi_cq_readerr(cq_.get(), &error, 0);
     if (rc < 0) return rc == -FI_EAGAIN ? ncclSuccess : fail("fi_cq_readerr", (int)rc);
+    if (held_injects_.active() && local_transfer(error.flags)) held_injects_.tracked_done();
     if (is_pool_op(error.op_context)) {
       pool_error(error, static_cast<int>(static_cast<OpContext*>(error.op_context)->slot));
       return ncclSuccess;
@@ -93,6 +110,7 @@ void Endpoint::deliver(fi_cq_tagged_entry* entries, ssize_t count) {
 }
 
 void Endpoint::dispatch(const fi_cq_tagged_entry& entry) {
+  if (held_injects_.active() && local_transfer(entry.flags)) held_injects_.tracked_done();
   if (is_pool_op(entry.op_context)) {
     receive_message(entry, static_cast<int>(static_cast<OpContext*>(entry.op_context)->slot));
     return;

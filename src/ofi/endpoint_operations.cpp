@@ -15,13 +15,13 @@ ssize_t Endpoint::send(const void* buffer, size_t size, void* descriptor, fi_add
     uint32_t compact = 0;
     if (!compact_tag(tag, &compact) || size > pool_slot_size_) return -FI_EINVAL;
     std::lock_guard<std::mutex> lock(io_mutex_);
-    return fi_senddata(ep_.get(), buffer, size, descriptor, compact, peer,
-                       &context->provider_context);
+    return tracked(fi_senddata(ep_.get(), buffer, size, descriptor, compact, peer,
+                               &context->provider_context));
   }
   // The size travels as immediate data so the receiver can detect truncation.
   std::lock_guard<std::mutex> lock(io_mutex_);
-  return fi_tsenddata(ep_.get(), buffer, size, descriptor, size, peer, tag,
-                      &context->provider_context);
+  return tracked(fi_tsenddata(ep_.get(), buffer, size, descriptor, size, peer, tag,
+                              &context->provider_context));
 }
 
 ssize_t Endpoint::inject(const void* buffer, size_t size, fi_addr_t peer, uint64_t tag) {
@@ -34,8 +34,8 @@ ssize_t Endpoint::send_data(const void* buffer, size_t size, void* descriptor, u
   // Weft's matching owns the CQ data; callers send with a header instead.
   if (weft_matching_) return -FI_EOPNOTSUPP;
   std::lock_guard<std::mutex> lock(io_mutex_);
-  return fi_tsenddata(ep_.get(), buffer, size, descriptor, data, peer, tag,
-                      &context->provider_context);
+  return tracked(fi_tsenddata(ep_.get(), buffer, size, descriptor, data, peer, tag,
+                              &context->provider_context));
 }
 
 ssize_t Endpoint::inject_data(const void* buffer, size_t size, uint64_t data, fi_addr_t peer,
@@ -45,10 +45,16 @@ ssize_t Endpoint::inject_data(const void* buffer, size_t size, uint64_t data, fi
     // messages that start with a header may come here.
     uint32_t compact = 0;
     if (!compact_tag(tag, &compact) || size > pool_slot_size_) return -FI_EINVAL;
-    std::lock_guard<std::mutex> lock(io_mutex_);
-    return fi_injectdata(ep_.get(), buffer, size, compact, peer);
+    data = compact;
   }
   std::lock_guard<std::mutex> lock(io_mutex_);
+  if (held_injects_.active() && held_injects_.hold(buffer, size, data, peer, tag)) return 0;
+  return inject_now(buffer, size, data, peer, tag);
+}
+
+ssize_t Endpoint::inject_now(const void* buffer, size_t size, uint64_t data, fi_addr_t peer,
+                             uint64_t tag) {
+  if (weft_matching_) return fi_injectdata(ep_.get(), buffer, size, data, peer);
   return fi_tinjectdata(ep_.get(), buffer, size, data, peer, tag);
 }
 
@@ -93,7 +99,7 @@ ssize_t Endpoint::send_with_header(const void* header, size_t header_size, void*
     message.context = &context->provider_context;
     message.data = compact;  // in place of cq_data: the receiver reads the header
     std::lock_guard<std::mutex> lock(io_mutex_);
-    return fi_sendmsg(ep_.get(), &message, FI_REMOTE_CQ_DATA | FI_COMPLETION);
+    return tracked(fi_sendmsg(ep_.get(), &message, FI_REMOTE_CQ_DATA | FI_COMPLETION));
   }
   fi_msg_tagged message{};
   message.msg_iov = iov;
@@ -104,31 +110,31 @@ ssize_t Endpoint::send_with_header(const void* header, size_t header_size, void*
   message.context = &context->provider_context;
   message.data = cq_data;
   std::lock_guard<std::mutex> lock(io_mutex_);
-  return fi_tsendmsg(ep_.get(), &message, FI_REMOTE_CQ_DATA | FI_COMPLETION);
+  return tracked(fi_tsendmsg(ep_.get(), &message, FI_REMOTE_CQ_DATA | FI_COMPLETION));
 }
 
 ssize_t Endpoint::write(const void* buffer, size_t size, void* descriptor, fi_addr_t peer,
                         uint64_t remote_address, uint64_t key, uint32_t immediate,
                         OpContext* context) {
   std::lock_guard<std::mutex> lock(io_mutex_);
-  return fi_writedata(ep_.get(), buffer, size, descriptor, immediate, peer, remote_address, key,
-                      &context->provider_context);
+  return tracked(fi_writedata(ep_.get(), buffer, size, descriptor, immediate, peer, remote_address,
+                              key, &context->provider_context));
 }
 
 ssize_t Endpoint::write_self(const void* buffer, size_t size, void* descriptor, const void* target,
                              const Registration& registration, OpContext* context) {
   uint64_t remote = remote_address(target, registration);
   std::lock_guard<std::mutex> lock(io_mutex_);
-  return fi_write(ep_.get(), buffer, size, descriptor, self_, remote, registration.key,
-                  &context->provider_context);
+  return tracked(fi_write(ep_.get(), buffer, size, descriptor, self_, remote, registration.key,
+                          &context->provider_context));
 }
 
 ssize_t Endpoint::flush_read(const void* data, const Registration& registration,
                              OpContext* context) {
   uint64_t remote = remote_address(data, registration);
   std::lock_guard<std::mutex> lock(io_mutex_);
-  return fi_read(ep_.get(), flush_buffer_, 1, flush_descriptor_, self_, remote, registration.key,
-                 &context->provider_context);
+  return tracked(fi_read(ep_.get(), flush_buffer_, 1, flush_descriptor_, self_, remote,
+                         registration.key, &context->provider_context));
 }
 
 uint64_t Endpoint::remote_address(const void* data, const Registration& registration) const {

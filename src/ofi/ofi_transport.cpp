@@ -290,6 +290,7 @@ ncclResult_t OfiTransport::endpoint_for(int rail, std::shared_ptr<Endpoint>* out
     options.max_message = device.discovered.properties.max_p2p_bytes;
     options.reorder_window = static_cast<int>(params_.ofi_test_reorder);
     options.reorder_seed = static_cast<uint64_t>(params_.ofi_test_reorder_seed);
+    options.test_hold_injects = params_.ofi_test_hold_injects;
     return Endpoint::open(device.discovered.info.get(), device.discovered.properties.name, options,
                           endpoint);
   };
