@@ -5,8 +5,9 @@
 //      (bytes checked through the driver, never read by the host), host and
 //      GPU buffers share a comm on both sides, iflush returns a request
 //      exactly when NCCL needs one, and dma-buf registration works;
-//   0  (a libfabric without FI_HMEM) the device reports host memory only and
-//      a GPU registration fails with an error instead of crashing.
+//   0  (a libfabric without FI_HMEM, or a provider that would call CUDA
+//      itself) the device reports host memory only and a GPU registration
+//      fails with an error instead of crashing.
 #include <dlfcn.h>
 #include <unistd.h>
 

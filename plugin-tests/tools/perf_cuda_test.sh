@@ -3,23 +3,24 @@
 # that is host memory, here mapped PROT_NONE for the host so that any host
 # access to a device pointer crashes, as on a real GPU).
 #   perf_cuda_test.sh <weft-perf> <plugin .so> <softcuda dir>
-# Which outcome is right depends on the plugin's ptrSupport, which weft-perf
-# prints in its header:
-#   - without NCCL_PTR_CUDA (weft over a libfabric without FI_HMEM CUDA, such
-#     as Debian's 1.17): --mem cuda must stop with weft-perf's clear refusal;
-#   - with it (weft over a CUDA-enabled libfabric 2.x, preset fabric26):
-#     latency and bw with every byte checked and receives flushed, several
-#     comms and threads, and the reg test, on GPU memory (and dma-buf
-#     registration where ptrSupport has NCCL_PTR_DMABUF).
-# A libfabric built with CUDA support whose plugin reports no NCCL_PTR_CUDA
-# over shm is a failure, not a skip.
+# WEFT_OFI_PROVIDER picks the provider (default shm), WEFT_PERF_EXPECT_CUDA
+# the outcome (the plugin's ptrSupport, printed in weft-perf's header, must
+# agree):
+#   0  no NCCL_PTR_CUDA (a libfabric without FI_HMEM CUDA, such as Debian's
+#      1.17, or 2.x shm, whose CUDA copies weft refuses): --mem cuda must
+#      stop with weft-perf's clear refusal;
+#   1  NCCL_PTR_CUDA (softefa on a CUDA-enabled libfabric 2.x, preset
+#      fabric26): latency and bw with every byte checked and receives
+#      flushed, several comms and threads, and the reg test, on GPU memory
+#      (and dma-buf registration where ptrSupport has NCCL_PTR_DMABUF).
 set -u
 PERF=${1:?usage: perf_cuda_test.sh <weft-perf> <plugin> <softcuda dir>}
 PLUGIN=${2:?plugin}
 SOFTCUDA=${3:?softcuda dir}
 [ -e "$SOFTCUDA/libcuda.so.1" ] || { echo "FAIL: no $SOFTCUDA/libcuda.so.1 (softcuda not built)"; exit 1; }
 export LD_LIBRARY_PATH="$SOFTCUDA${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-export WEFT_OFI_PROVIDER=shm
+export WEFT_OFI_PROVIDER=${WEFT_OFI_PROVIDER:-shm}
+expect_cuda=${WEFT_PERF_EXPECT_CUDA:-0}
 unset WEFT_OFI_DOMAIN
 export SOFTCUDA_DEVICES=1 SOFTCUDA_PROTECT=1
 tmp=$(mktemp -d)
@@ -35,10 +36,7 @@ if ! "$PERF" "${common[@]}" --test latency --min-bytes 8 --max-bytes 8 --iters 2
 fi
 ptr=$(sed -n 's/.*  ptr_support: \([a-z,]*\).*/\1/p' "$tmp/probe.txt" | head -n 1)
 [ -n "$ptr" ] || { cat "$tmp/probe.txt"; echo "FAIL: no ptr_support in the header"; exit 1; }
-libfabric=$(ldd "$PLUGIN" | awk '/libfabric\.so/ {print $3}' | head -n 1)
-fabric_cuda=no
-if [ -n "$libfabric" ] && grep -q "libcudart.so" "$libfabric"; then fabric_cuda=yes; fi
-echo "plugin ptrSupport over shm: $ptr; libfabric: ${libfabric:-?} (CUDA support: $fabric_cuda)"
+echo "plugin ptrSupport over $WEFT_OFI_PROVIDER: $ptr (expected NCCL_PTR_CUDA: $expect_cuda)"
 
 expect_error() {  # expect_error <what> <regex> <command...>
   local what=$1 regex=$2; shift 2
@@ -55,13 +53,16 @@ expect_error "no CUDA driver" \
   "$PERF" "${common[@]}" --mem cuda --cuda-lib /nonexistent/libcuda.so.1 --max-bytes 8
 
 case ",$ptr," in
-  *,cuda,*) ;;
+  *,cuda,*)
+    [ "$expect_cuda" = 1 ] ||
+      fail "the plugin reports ptrSupport '$ptr' over $WEFT_OFI_PROVIDER, expected host memory only"
+    ;;
   *)
-    [ "$fabric_cuda" = no ] ||
-      fail "libfabric $libfabric has CUDA support but the plugin reports ptrSupport '$ptr' over shm"
+    [ "$expect_cuda" = 0 ] ||
+      fail "the plugin reports ptrSupport '$ptr' over $WEFT_OFI_PROVIDER, expected NCCL_PTR_CUDA"
     echo "== no NCCL_PTR_CUDA: --mem cuda is refused"
     expect_error "refusal" \
-      "--mem cuda: .* device 0 \(shm\) does not take GPU memory: ptrSupport $ptr lacks NCCL_PTR_CUDA \(this libfabric/provider has no FI_HMEM" \
+      "--mem cuda: .* device 0 \([^)]*\) does not take GPU memory: ptrSupport $ptr lacks NCCL_PTR_CUDA \(this libfabric/provider has no FI_HMEM" \
       "$PERF" "${common[@]}" --mem cuda --test latency,bw --max-bytes 64K
     expect_error "refusal (reg)" "does not take GPU memory" \
       "$PERF" "${common[@]}" --mem cuda --test reg --max-bytes 64K
@@ -148,4 +149,4 @@ case ",$ptr," in
 esac
 
 if [ $fails -ne 0 ]; then echo "FAILED: $fails check(s)"; exit 1; fi
-echo "PASSED (GPU memory over shm)"
+echo "PASSED (GPU memory over $WEFT_OFI_PROVIDER)"

@@ -3,6 +3,7 @@
 #include <rdma/fi_errno.h>
 
 #include "ofi/fabric_ptr.h"
+#include "ofi/gpu_support.h"
 #include "weft/log.h"
 
 namespace weft::ofi {
@@ -47,8 +48,7 @@ EfaOutcome apply_efa_settings(EndpointOptionCalls& calls, const EfaWanted& wante
                               const std::string& device) {
   EfaOutcome outcome;
   if (wanted.gpu) {
-    outcome.gpu = set_bool(calls, efa_option::kCudaApiPermitted, "FI_OPT_CUDA_API_PERMITTED", false,
-                           device, &outcome.gpu_refusal);
+    outcome.gpu = forbid_cuda_calls(calls, device, &outcome.gpu_refusal);
   }
   std::string shm_refusal;
   if (!set_bool(calls, efa_option::kSharedMemoryPermitted, "FI_OPT_SHARED_MEMORY_PERMITTED", false,

@@ -11,6 +11,7 @@
 #include "core/comm_id.h"
 #include "core/line_order_guard.h"
 #include "ofi/efa_settings.h"
+#include "ofi/gpu_support.h"
 #include "ofi/provider_discovery.h"
 #include "ofi/provider_quirks.h"
 #include "weft/log.h"
@@ -100,6 +101,15 @@ ncclResult_t Endpoint::open(const fi_info* info, const std::string& device_name,
   if (is_efa_provider(endpoint->provider_name_)) {
     ncclResult_t result = endpoint->settle_efa_settings();
     if (result != ncclSuccess) return result;
+  } else if (endpoint->gpu_memory_) {
+    // Per endpoint: init found the provider accepts it (gpu_support.h).
+    FabricOptionCalls calls(ep);
+    std::string refusal;
+    if (!forbid_cuda_calls(calls, device_name, &refusal)) {
+      WEFT_WARN("%s: %s, but NCCL was told at init that this device takes GPU memory",
+                device_name.c_str(), refusal.c_str());
+      return ncclSystemError;
+    }
   }
 
   if (!name_endpoint_uniquely(device_name, endpoint->provider_name_, ep)) return ncclSystemError;

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "core/cuda/cuda_driver.h"
+#include "ofi/provider_discovery.h"
 #include "weft/log.h"
 
 namespace weft::ofi {
@@ -62,9 +63,40 @@ void probe(const fi_info* info, const cuda::Driver& driver, bool try_dmabuf, Gpu
   (void)try_dmabuf;
 #endif
   driver.free(buffer, &error);
+  // EFA's own settings (efa_settings.h) include this one.
+  if (support->cuda && !is_efa_provider(info->fabric_attr->prov_name)) {
+    fid_ep* ep = nullptr;
+    if (int rc = fi_endpoint(domain, const_cast<fi_info*>(info), &ep, nullptr); rc != 0) {
+      support->cuda = support->dmabuf = false;
+      support->off_reason = std::string("fi_endpoint failed: ") + fi_strerror(-rc);
+      return;
+    }
+    FabricPtr<fid_ep> endpoint(ep);
+    FabricOptionCalls calls(ep);
+    if (!forbid_cuda_calls(calls, info->fabric_attr->prov_name, &support->off_reason)) {
+      support->cuda = support->dmabuf = false;
+    }
+  }
 }
 
 }  // namespace
+
+bool forbid_cuda_calls(EndpointOptionCalls& calls, const std::string& device,
+                       std::string* refusal) {
+  const bool permitted = false;
+  int rc = calls.set(efa_option::kCudaApiPermitted, &permitted, sizeof(permitted));
+  if (rc == 0) {
+    WEFT_INFO(NCCL_INIT | NCCL_NET, "%s: fi_setopt FI_OPT_CUDA_API_PERMITTED=false: accepted",
+              device.c_str());
+    return true;
+  }
+  *refusal = "the provider refused FI_OPT_CUDA_API_PERMITTED=false (" +
+             std::string(fi_strerror(-rc)) +
+             "): it would call CUDA on NCCL's proxy thread, which can hang against NCCL's kernels";
+  WEFT_INFO(NCCL_INIT | NCCL_NET, "%s: fi_setopt FI_OPT_CUDA_API_PERMITTED=false: refused (%s)",
+            device.c_str(), fi_strerror(-rc));
+  return false;
+}
 
 GpuSupport enable_gpu_memory(DiscoveredDevice* device, const cuda::Driver* driver,
                              const Params& params) {
