@@ -160,13 +160,9 @@ class Endpoint final : public Poller, public OrphanKeeper {
   uint64_t max_message() const { return max_message_; }
   size_t max_write_size() const { return max_write_size_; }
   size_t iov_limit() const { return iov_limit_; }
-  // Sends up to this size complete on return (fi_tinject), with no completion.
-  size_t inject_size() const { return inject_size_; }
-  // Whether a sender may inject `size` bytes and report the send done: never
-  // where an inject may wait in the provider for a later call
-  // (provider_quirks.h). Receivers inject clear-to-sends up to
-  // inject_size(): they keep calling until the data those ask for arrives.
-  bool may_inject_send(size_t size) const { return send_injects_ && size <= inject_size_; }
+  // Whether `size` bytes may go as an inject (no completion): only where the
+  // provider is done with it on return (injects_done_on_return).
+  bool may_inject(size_t size) const { return injects_ && size <= inject_size_; }
   const cuda::Driver* cuda() const { return gpu_memory_ ? cuda_ : nullptr; }
   bool gpu_memory() const { return gpu_memory_; }
   bool dmabuf() const { return dmabuf_; }
@@ -260,7 +256,7 @@ class Endpoint final : public Poller, public OrphanKeeper {
   std::string provider_name_;
   uint64_t mr_mode_ = 0;
   size_t inject_size_ = 0;
-  bool send_injects_ = false;
+  bool injects_ = false;
   HeldInjects held_injects_;
   uint32_t address_format_ = FI_FORMAT_UNSPEC;
   int cq_read_count_ = 16;

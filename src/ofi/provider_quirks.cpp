@@ -113,21 +113,9 @@ bool resends_only_while_progressed(const std::string& provider) {
   return is_efa_provider(provider);
 }
 
-bool injects_wait_for_progress(const fi_info* info) {
-  const std::string provider = info->fabric_attr->prov_name;
-  // prov/shm: an inject lands in the peer's region or returns EAGAIN.
-  if (provider == "shm") return false;
-  // rxm_inject_send hands it to verbs' inline send: the NIC's queue.
-  if (provider == "verbs;ofi_rxm" || provider == "verbs") return false;
-  // efa-direct posts to the device's send queue; the fabric named "efa"
-  // runs the RDM protocol (efa_rdm_ope_post_send_or_queue queues).
-  if (is_efa_provider(provider)) {
-    const char* fabric = info->fabric_attr->name;
-    return fabric == nullptr || std::strcmp(fabric, "efa-direct") != 0;
-  }
-  // prov/tcp: xnet_tx_queue_insert queues it while an earlier transfer is
-  // still leaving the socket; only xnet's progress sends it.
-  return true;
+bool injects_done_on_return(const fi_info* info) {
+  // prov/shm: smr_generic_inject copies into the peer's region at once.
+  return std::string(info->fabric_attr->prov_name) == "shm";
 }
 
 }  // namespace weft::ofi

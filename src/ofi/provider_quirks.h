@@ -35,14 +35,16 @@ void drain_before_close(fid_cq* cq);
 // past a 30 s test deadline (conformance.udp.pairs64).
 bool resends_only_while_progressed(const std::string& provider);
 
-// True where an injected message may wait inside the provider until a later
-// call into it: tcp queues it behind a send still leaving its socket, rxd
-// (udp) and efa's RDM protocol queue what the peer is not ready for, and
-// unknown providers are assumed to. A sender there never injects: a send
-// that NCCL saw complete must reach its peer with no further call (NCCL
-// stops calling once its requests are done). Injects stay where the
-// provider hands them to the device or to the peer's memory at once (shm,
-// verbs;ofi_rxm, efa-direct).
-bool injects_wait_for_progress(const fi_info* info);
+// True where an inject is done when the call returns: shm writes it into
+// the peer's region or answers EAGAIN. Elsewhere weft never injects, for
+// two reasons. An accepted inject may wait inside the provider until a
+// later call (tcp queues it behind a send still leaving the socket; rxd
+// and efa's RDM protocol queue what the peer is not ready for), while NCCL
+// stops calling once its requests are done: the message is stranded. And
+// an inject that fails later (its peer just closed: EFA says unreachable)
+// comes back without a context, naming no connection, so every connection
+// of the endpoint would have to fail; a tracked send's failure names its
+// own (a clear-to-send the closed peer no longer needed is then ignored).
+bool injects_done_on_return(const fi_info* info);
 
 }  // namespace weft::ofi

@@ -56,6 +56,10 @@ RdmaRecvPath::RdmaRecvPath(std::vector<Endpoint*> rails, PathPeer peer, size_t e
     copy_ops_[i].target = &copy_target_;
     copy_ops_[i].slot = i;
   }
+  for (uint32_t i = 0; i < kRdmaSlots; ++i) {
+    cts_sends_[i].op.target = &cts_target_;
+    cts_sends_[i].op.slot = i;
+  }
 }
 
 RdmaRecvPath::~RdmaRecvPath() {
@@ -156,6 +160,7 @@ ncclResult_t RdmaRecvPath::irecv(int n, void** data, const size_t* sizes, const 
     std::lock_guard<std::mutex> lock(state_mutex_);
     Slot& slot = slots_[s];
     slot.first_index = next_index_;
+    slot.group_seq = next_group_;
     slot.count = n;
     for (int i = 0; i < n; ++i) {
       size_t size = sizes == nullptr ? 0 : sizes[i];
@@ -176,7 +181,7 @@ ncclResult_t RdmaRecvPath::irecv(int n, void** data, const size_t* sizes, const 
     }
     slot.request = req;
   }
-  encode_cts(cts, cts_buffers_[s]);
+  encode_cts(cts, unsent_cts_[s]);
   next_index_ += static_cast<uint32_t>(n);
   ++next_group_;
   *request = req;
@@ -198,18 +203,29 @@ ncclResult_t RdmaRecvPath::irecv(int n, void** data, const size_t* sizes, const 
 
 bool RdmaRecvPath::send_cts(int s) {
   RecvRequest* req = slots_[s].request;
-  const auto* bytes = cts_buffers_[s];
+  const uint8_t* bytes = unsent_cts_[s];
   const size_t cts_bytes = cts_size(bytes[5], rails());
   ssize_t rc;
-  if (cts_bytes <= endpoint_.inject_size()) {
+  if (endpoint_.may_inject(cts_bytes)) {
     // No send completion to read back later: one completion fewer per receive.
     rc = endpoint_.inject(bytes, cts_bytes, peer_.address, cts_tag(peer_.remote_comm_id));
-    if (rc == 0) req->complete_now(kCtsOp);
   } else {
-    rc = endpoint_.send(bytes, cts_bytes, descriptor_of(cts_region_), peer_.address,
-                        cts_tag(peer_.remote_comm_id), req->op(kCtsOp));
+    int b = 0;
+    while (b < kRdmaSlots && cts_sends_[b].busy.load(std::memory_order_acquire)) ++b;
+    if (b == kRdmaSlots) return false;  // all on their way: a later call
+    CtsSend& send = cts_sends_[b];
+    std::memcpy(cts_buffers_[b], bytes, cts_bytes);
+    send.request_slot = s;
+    send.group_seq = slots_[s].group_seq;
+    send.busy.store(true, std::memory_order_release);
+    rc = endpoint_.send(cts_buffers_[b], cts_bytes, descriptor_of(cts_region_), peer_.address,
+                        cts_tag(peer_.remote_comm_id), &send.op);
+    if (rc != 0) send.busy.store(false, std::memory_order_release);
   }
-  if (rc == 0) return true;
+  if (rc == 0) {
+    req->complete_now(kCtsOp);
+    return true;
+  }
   if (rc == -FI_EAGAIN) return false;
   WEFT_WARN("%s: sending the clear-to-send for %d receive(s) to %s failed: %s",
             endpoint_.device_name().c_str(), static_cast<int>(bytes[5]), peer_.name.c_str(),
@@ -217,6 +233,48 @@ bool RdmaRecvPath::send_cts(int s) {
   // The receive fails in test(), naming the peer.
   req->on_error(kCtsOp, static_cast<int>(-rc), 0, "sending the clear-to-send failed");
   return true;
+}
+
+void RdmaRecvPath::CtsTarget::on_complete(uint32_t slot, size_t, const uint64_t*) {
+  path->cts_sends_[slot].busy.store(false, std::memory_order_release);
+}
+
+void RdmaRecvPath::CtsTarget::on_error(uint32_t slot, int error, size_t, const char*) {
+  CtsSend& send = path->cts_sends_[slot];
+  if (error == FI_ECANCELED) {  // closing
+    send.busy.store(false, std::memory_order_release);
+    return;
+  }
+  send.error = error;
+  send.lost.store(true, std::memory_order_release);
+  path->lost_cts_.fetch_add(1, std::memory_order_acq_rel);
+}
+
+void RdmaRecvPath::judge_lost_cts() {
+  for (CtsSend& send : cts_sends_) {
+    if (!send.lost.load(std::memory_order_acquire)) continue;
+    bool needed = false;
+    {
+      std::lock_guard<std::mutex> lock(state_mutex_);
+      const Slot& owner = slots_[send.request_slot];
+      if (owner.request != nullptr && owner.group_seq == send.group_seq) {
+        for (int e = 0; e < owner.count; ++e) needed = needed || !owner.entries[e].claimed;
+      }
+    }
+    const int error = send.error;
+    send.lost.store(false, std::memory_order_relaxed);
+    send.busy.store(false, std::memory_order_release);
+    lost_cts_.fetch_sub(1, std::memory_order_acq_rel);
+    if (needed) {
+      fault_.raise(ncclRemoteError, endpoint_.device_name(), peer_.name,
+                   std::string("a clear-to-send failed: ") + fi_strerror(error));
+    } else {
+      // Every receive of the group was filled (eagerly) or is being
+      // written: the sender no longer needed it, and may have closed since.
+      WEFT_INFO(NCCL_NET, "%s: a clear-to-send to %s failed (%s) after its receives were filled",
+                endpoint_.device_name().c_str(), peer_.name.c_str(), fi_strerror(error));
+    }
+  }
 }
 
 bool RdmaRecvPath::filled_eagerly(int s) {
@@ -251,7 +309,7 @@ ncclResult_t RdmaRecvPath::resolve_unsent(Unsent which) {
         stalled = now - head_since_ >= kStallTime;
         if (!stalled) return ncclSuccess;
       }
-      set_cts_skipped(cts_buffers_[s], skipped_groups_);
+      set_cts_skipped(unsent_cts_[s], skipped_groups_);
       if (!send_cts(s)) return poll_rails();  // the provider is full: later
       skipped_groups_ = 0;
       skipped_messages_ = 0;
@@ -440,6 +498,10 @@ ncclResult_t RdmaRecvPath::progress() {
   if (result != ncclSuccess) return result;
   result = service();
   if (result != ncclSuccess) return result;
+  if (lost_cts_.load(std::memory_order_acquire) > 0) {
+    judge_lost_cts();
+    if (ncclResult_t fault = fault_.result(); fault != ncclSuccess) return fault;
+  }
   result = resolve_unsent(endpoint_.weft_matching() ? Unsent::kAll : Unsent::kFilledOnly);
   if (result != ncclSuccess) return result;
   return peer_.check_alive(endpoint_.device_name());
@@ -557,6 +619,8 @@ bool RdmaRecvPath::in_flight() {
   for (int i = 0; i < kRdmaSlots; ++i) {
     RecvRequest* req = pool_.at(static_cast<size_t>(i));
     if (pool_.is_used(req) && !req->finished()) return true;
+    // The provider may still read the buffer.
+    if (cts_sends_[i].busy.load(std::memory_order_acquire)) return true;
   }
   return false;
 }

@@ -47,7 +47,8 @@ class RdmaRecvPath final : public CompletionOwner,
   void recycle(Request* request) override;
   ncclResult_t report_failure(int error, size_t overflow_length, size_t posted_size,
                               const char* text) override;
-  // A lost clear-to-send: the sender will never write that receive.
+  // A clear-to-send that could not be posted: the sender will never write
+  // that receive.
   void operation_failed(uint32_t slot, int error, const char* text) override;
   bool in_flight();
   void cancel_receives();
@@ -76,6 +77,7 @@ class RdmaRecvPath final : public CompletionOwner,
   };
   struct Slot {
     RecvRequest* request = nullptr;
+    uint32_t group_seq = 0;
     uint32_t first_index = 0;
     int count = 0;
     Entry entries[kRdmaMaxEntries];
@@ -99,11 +101,30 @@ class RdmaRecvPath final : public CompletionOwner,
     void on_error(uint32_t slot, int error, size_t overflow_length, const char* text) override;
     RdmaRecvPath* path;
   };
+  // A clear-to-send on its way (slot = its buffer in cts_buffers_). Its
+  // receive does not wait for the send's completion: once eager messages
+  // filled it, the receive is done even if the sender closed meanwhile and
+  // the send to it takes seconds to fail. The buffer stays taken until then.
+  struct CtsSend {
+    OpContext op;
+    std::atomic<bool> busy{false};
+    std::atomic<bool> lost{false};  // failed; judged by the comm's thread
+    int error = 0;
+    int request_slot = 0;
+    uint32_t group_seq = 0;
+  };
+  struct CtsTarget final : CompletionTarget {
+    explicit CtsTarget(RdmaRecvPath* owner) : path(owner) {}
+    void on_complete(uint32_t slot, size_t length, const uint64_t* remote_data) override;
+    void on_error(uint32_t slot, int error, size_t overflow_length, const char* text) override;
+    RdmaRecvPath* path;
+  };
 
   uint8_t* bounce_data(int index) { return bounce_memory_.data() + index * bounce_stride_; }
   ncclResult_t post_bounce(int index);
-  // Sends the clear-to-send of slot `s` (encoded in cts_buffers_[s]); a
-  // failure fails its request. False when the provider said EAGAIN.
+  // Sends the clear-to-send of slot `s` (encoded in unsent_cts_[s]) from a
+  // free buffer; a failure to post fails its request. False when the
+  // provider said EAGAIN or every buffer is on its way.
   bool send_cts(int s);
   // Settles held-back clear-to-sends in group order: a group that eager
   // messages filled is skipped (the next clear-to-send sent speaks for it),
@@ -115,6 +136,9 @@ class RdmaRecvPath final : public CompletionOwner,
   // Every entry of the slot's group was named by an eager message.
   bool filled_eagerly(int s);
   ncclResult_t service();
+  // Lost clear-to-sends, after service() placed what arrived: the
+  // connection fails only where the group still needs the sender.
+  void judge_lost_cts();
   // Matches one eager message; false when its receive is not posted yet.
   bool place_eager(int bounce, ncclResult_t* result);
   // Fills (or, truncated, fails) the entry of message `index` with `tag`
@@ -143,7 +167,11 @@ class RdmaRecvPath final : public CompletionOwner,
   int bounce_count_;
   bool closing_ = false;
   void* bounce_region_ = nullptr;
-  uint8_t cts_buffers_[kRdmaSlots][kCtsMaxSize] = {};
+  uint8_t unsent_cts_[kRdmaSlots][kCtsMaxSize] = {};   // by request slot
+  uint8_t cts_buffers_[kRdmaSlots][kCtsMaxSize] = {};  // registered, by CtsSend
+  CtsSend cts_sends_[kRdmaSlots];
+  CtsTarget cts_target_{this};
+  std::atomic<int> lost_cts_{0};
   // Slots whose clear-to-send is not sent yet, in group order (comm thread
   // only). Every message of a group whose receives all fit the eager size
   // goes eagerly and never waits for it: the sender needs it only to move

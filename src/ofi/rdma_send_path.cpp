@@ -249,7 +249,7 @@ ncclResult_t RdmaSendPath::send_eager(void* data, size_t size, int tag, void* mh
   if (!truncated && immediate_eager_ && eager_tag_fits(tag)) {
     // Data alone, index and tag in the immediate.
     const uint32_t immediate = encode_eager_immediate(index, tag);
-    if (host_memory(mhandle) && endpoint_.may_inject_send(size)) {
+    if (host_memory(mhandle) && endpoint_.may_inject(size)) {
       rc = endpoint_.inject_data(data, size, immediate, peer_.address, wire_tag);
       if (rc == 0) req->complete_now(kEagerSendOp);
     } else {
@@ -362,7 +362,7 @@ ncclResult_t RdmaSendPath::write_message(Group& group, int entry, void* data, si
     notice.size_notice = true;
     uint8_t* bytes = headers_[index_of(req)];
     encode_eager_header(notice, bytes);
-    const bool inject = endpoint_.may_inject_send(kEagerHeaderSize);
+    const bool inject = endpoint_.may_inject(kEagerHeaderSize);
     for (;;) {
       ssize_t rc = inject
                        ? endpoint_.inject_data(bytes, kEagerHeaderSize, kEagerHeaderFollows,

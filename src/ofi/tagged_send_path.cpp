@@ -20,7 +20,7 @@ ncclResult_t TaggedSendPath::isend(void* data, size_t size, int tag, void* mhand
   req->set_posted_size(0, size);
   uint64_t wire_tag = data_tag(peer_.remote_comm_id, tag);
   ssize_t rc;
-  if (host_memory(mhandle) && endpoint_.may_inject_send(size)) {
+  if (host_memory(mhandle) && endpoint_.may_inject(size)) {
     rc = endpoint_.inject(data, size, peer_.address, wire_tag);
     if (rc == 0) req->complete_now(0);
   } else {

@@ -1,8 +1,8 @@
 // Send side of the tagged protocol: each message is one tagged send to the
 // receiver's comm id and NCCL's tag, its size as immediate data so the
 // receiver can tell a truncation. Small messages are injected where the
-// provider sends an inject without a later call (Endpoint::may_inject_send):
-// it copies them and reports no completion.
+// provider is done with an inject on return (Endpoint::may_inject): it
+// copies them and reports no completion.
 #pragma once
 
 #include <cstddef>
