@@ -131,6 +131,7 @@ struct Device {
     for (Side* s : {&a, &b}) {
       ibv_destroy_qp(s->qp);
       ibv_destroy_cq(ibv_cq_ex_to_cq(s->cq));
+      ibv_dealloc_pd(s->pd);
     }
     ibv_close_device(ctx);
   }
