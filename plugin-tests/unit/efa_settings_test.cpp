@@ -32,7 +32,7 @@ struct FakeEndpoint final : EndpointOptionCalls {
     return 0;
   }
   int get(int name, void* value, size_t* size) override {
-    REQUIRE(name == efa_option::kEmulatedWrite);
+    REQUIRE(name == fabric_option::kEmulatedWrite);
     if (emulated_read_rc != 0) return emulated_read_rc;
     REQUIRE(*size >= sizeof(bool));
     *static_cast<bool*>(value) = emulated;
@@ -56,25 +56,25 @@ TEST_CASE("efa: every setting accepted keeps GPU memory, order and device writes
   CHECK(out.gpu);
   CHECK(out.ordered_128);
   CHECK(out.writes_native);
-  CHECK(ep.values.at(efa_option::kCudaApiPermitted) == false);
-  CHECK(ep.values.at(efa_option::kSharedMemoryPermitted) == false);
-  CHECK(ep.values.at(efa_option::kWriteInOrder128) == true);
-  CHECK(ep.values.count(efa_option::kSendRecvInOrder128) == 0);
+  CHECK(ep.values.at(fabric_option::kCudaApiPermitted) == false);
+  CHECK(ep.values.at(fabric_option::kSharedMemoryPermitted) == false);
+  CHECK(ep.values.at(fabric_option::kWriteInOrder128) == true);
+  CHECK(ep.values.count(fabric_option::kSendRecvInOrder128) == 0);
 }
 
 TEST_CASE("efa: the tagged protocol asks for send/recv order, not write order", "[unit][efa]") {
   FakeEndpoint ep;
   EfaOutcome out = apply_efa_settings(ep, wanted(false, false), "efa0");
   CHECK(out.ordered_128);
-  CHECK(ep.values.at(efa_option::kSendRecvInOrder128) == true);
-  CHECK(ep.values.count(efa_option::kWriteInOrder128) == 0);
+  CHECK(ep.values.at(fabric_option::kSendRecvInOrder128) == true);
+  CHECK(ep.values.count(fabric_option::kWriteInOrder128) == 0);
   // Host memory only: CUDA calls are not forbidden, nothing needs it.
-  CHECK(ep.values.count(efa_option::kCudaApiPermitted) == 0);
+  CHECK(ep.values.count(fabric_option::kCudaApiPermitted) == 0);
 }
 
 TEST_CASE("efa: a refused CUDA_API_PERMITTED turns GPU memory off", "[unit][efa]") {
   FakeEndpoint ep;
-  ep.refuse[efa_option::kCudaApiPermitted] = -FI_EOPNOTSUPP;
+  ep.refuse[fabric_option::kCudaApiPermitted] = -FI_EOPNOTSUPP;
   EfaOutcome out = apply_efa_settings(ep, wanted(true, true), "efa0");
   CHECK_FALSE(out.gpu);
   CHECK(out.gpu_refusal.find("FI_OPT_CUDA_API_PERMITTED=false") != std::string::npos);
@@ -83,7 +83,7 @@ TEST_CASE("efa: a refused CUDA_API_PERMITTED turns GPU memory off", "[unit][efa]
 
 TEST_CASE("efa: a refused SHARED_MEMORY_PERMITTED turns GPU memory off", "[unit][efa]") {
   FakeEndpoint ep;
-  ep.refuse[efa_option::kSharedMemoryPermitted] = -FI_EINVAL;
+  ep.refuse[fabric_option::kSharedMemoryPermitted] = -FI_EINVAL;
   EfaOutcome gpu = apply_efa_settings(ep, wanted(true, false), "efa0");
   CHECK_FALSE(gpu.gpu);
   CHECK(gpu.gpu_refusal.find("FI_OPT_SHARED_MEMORY_PERMITTED=false") != std::string::npos);
@@ -94,8 +94,8 @@ TEST_CASE("efa: a refused SHARED_MEMORY_PERMITTED turns GPU memory off", "[unit]
 
 TEST_CASE("efa: a refused in-order option is reported for each protocol", "[unit][efa]") {
   FakeEndpoint ep;
-  ep.refuse[efa_option::kWriteInOrder128] = -FI_EOPNOTSUPP;
-  ep.refuse[efa_option::kSendRecvInOrder128] = -FI_EOPNOTSUPP;
+  ep.refuse[fabric_option::kWriteInOrder128] = -FI_EOPNOTSUPP;
+  ep.refuse[fabric_option::kSendRecvInOrder128] = -FI_EOPNOTSUPP;
   EfaOutcome rdma = apply_efa_settings(ep, wanted(false, true), "efa0");
   CHECK_FALSE(rdma.ordered_128);
   CHECK(rdma.order_refusal.find("FI_OPT_EFA_WRITE_IN_ORDER_ALIGNED_128_BYTES=true") !=

@@ -29,7 +29,7 @@ TEST_CASE("gpu: a provider that accepts CUDA_API_PERMITTED=false keeps GPU memor
   OptionEndpoint ep;
   std::string refusal;
   CHECK(forbid_cuda_calls(ep, "verbs0", &refusal));
-  CHECK(ep.values.at(efa_option::kCudaApiPermitted) == false);
+  CHECK(ep.values.at(fabric_option::kCudaApiPermitted) == false);
   CHECK(refusal.empty());
 }
 

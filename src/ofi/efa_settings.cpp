@@ -8,23 +8,6 @@
 
 namespace weft::ofi {
 
-#if FI_MAJOR_VERSION >= 2
-static_assert(efa_option::kCudaApiPermitted == FI_OPT_CUDA_API_PERMITTED);
-static_assert(efa_option::kSharedMemoryPermitted == FI_OPT_SHARED_MEMORY_PERMITTED);
-static_assert(efa_option::kSendRecvInOrder128 == FI_OPT_EFA_SENDRECV_IN_ORDER_ALIGNED_128_BYTES);
-static_assert(efa_option::kWriteInOrder128 == FI_OPT_EFA_WRITE_IN_ORDER_ALIGNED_128_BYTES);
-static_assert(efa_option::kEmulatedWrite == FI_OPT_EFA_EMULATED_WRITE);
-#endif
-static_assert(efa_option::kEfaBase == FI_OPT_EFA_RNR_RETRY);
-
-int FabricOptionCalls::set(int name, const void* value, size_t size) {
-  return fi_setopt(&endpoint_->fid, FI_OPT_ENDPOINT, name, value, size);
-}
-
-int FabricOptionCalls::get(int name, void* value, size_t* size) {
-  return fi_getopt(&endpoint_->fid, FI_OPT_ENDPOINT, name, value, size);
-}
-
 namespace {
 
 // Sets a bool option; true when accepted. `refusal` gets what was refused.
@@ -51,19 +34,19 @@ EfaOutcome apply_efa_settings(EndpointOptionCalls& calls, const EfaWanted& wante
     outcome.gpu = forbid_cuda_calls(calls, device, &outcome.gpu_refusal);
   }
   std::string shm_refusal;
-  if (!set_bool(calls, efa_option::kSharedMemoryPermitted, "FI_OPT_SHARED_MEMORY_PERMITTED", false,
-                device, &shm_refusal) &&
+  if (!set_bool(calls, fabric_option::kSharedMemoryPermitted, "FI_OPT_SHARED_MEMORY_PERMITTED",
+                false, device, &shm_refusal) &&
       wanted.gpu && outcome.gpu) {
     outcome.gpu = false;
     outcome.gpu_refusal = shm_refusal;
   }
   if (wanted.rdma) {
-    outcome.ordered_128 =
-        set_bool(calls, efa_option::kWriteInOrder128, "FI_OPT_EFA_WRITE_IN_ORDER_ALIGNED_128_BYTES",
-                 true, device, &outcome.order_refusal);
+    outcome.ordered_128 = set_bool(calls, fabric_option::kWriteInOrder128,
+                                   "FI_OPT_EFA_WRITE_IN_ORDER_ALIGNED_128_BYTES", true, device,
+                                   &outcome.order_refusal);
     bool emulated = true;
     size_t size = sizeof(emulated);
-    int rc = calls.get(efa_option::kEmulatedWrite, &emulated, &size);
+    int rc = calls.get(fabric_option::kEmulatedWrite, &emulated, &size);
     if (rc != 0 || size != sizeof(emulated)) {
       outcome.writes_native = false;
       outcome.writes_reason = std::string("FI_OPT_EFA_EMULATED_WRITE cannot be read (") +
@@ -75,7 +58,7 @@ EfaOutcome apply_efa_settings(EndpointOptionCalls& calls, const EfaWanted& wante
     WEFT_INFO(NCCL_INIT | NCCL_NET, "%s: fi_getopt FI_OPT_EFA_EMULATED_WRITE: %s", device.c_str(),
               outcome.writes_native ? "false (device writes)" : outcome.writes_reason.c_str());
   } else {
-    outcome.ordered_128 = set_bool(calls, efa_option::kSendRecvInOrder128,
+    outcome.ordered_128 = set_bool(calls, fabric_option::kSendRecvInOrder128,
                                    "FI_OPT_EFA_SENDRECV_IN_ORDER_ALIGNED_128_BYTES", true, device,
                                    &outcome.order_refusal);
   }

@@ -84,7 +84,7 @@ void probe(const fi_info* info, const cuda::Driver& driver, bool try_dmabuf, Gpu
 bool forbid_cuda_calls(EndpointOptionCalls& calls, const std::string& device,
                        std::string* refusal) {
   const bool permitted = false;
-  int rc = calls.set(efa_option::kCudaApiPermitted, &permitted, sizeof(permitted));
+  int rc = calls.set(fabric_option::kCudaApiPermitted, &permitted, sizeof(permitted));
   if (rc == 0) {
     WEFT_INFO(NCCL_INIT | NCCL_NET, "%s: fi_setopt FI_OPT_CUDA_API_PERMITTED=false: accepted",
               device.c_str());

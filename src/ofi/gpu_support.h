@@ -8,8 +8,8 @@
 #include <string>
 
 #include "core/flush_method.h"
-#include "ofi/efa_settings.h"
 #include "ofi/endpoint.h"
+#include "ofi/endpoint_options.h"
 #include "ofi/provider_discovery.h"
 #include "weft/params.h"
 
