@@ -50,6 +50,12 @@
              "Test aid: hold an inject made while a send of the endpoint is in flight until the "  \
              "poll after the one that read that send's completion, as libfabric's tcp provider "   \
              "may; senders then inject nothing.")                                                  \
+  WEFT_PARAM(ofi_test_hostile, "WEFT_OFI_TEST_HOSTILE", String, "", 0, 0,                          \
+             "Test aid: play a hostile peer that changes one field of every message of one kind "  \
+             "it sends on the data path (cts-slot, cts-sequence, cts-first-index, cts-rails, "     \
+             "cts-count, cts-size, cts-key, cts-address, cts-tag, eager-index, eager-tag, "        \
+             "write-slot, write-entry, write-segments, write-oversize, tagged-size). Never set "    \
+             "it in a job: the peer fails the connection.")                                        \
   WEFT_PARAM(ofi_cq_read_count, "WEFT_OFI_CQ_READ_COUNT", Int, "16", 1, 256,                       \
              "Completions read from the completion queue per poll.")                               \
   WEFT_PARAM(ofi_cq_size, "WEFT_OFI_CQ_SIZE", Int, "8192", 64, 1048576,                            \

@@ -12,6 +12,8 @@ namespace weft {
 // Completion errors are positive errno values. A transport maps its own
 // codes onto these (libfabric's FI_ETRUNC becomes kTruncated).
 constexpr int kTruncated = EMSGSIZE;
+// The peer sent what the protocol does not allow.
+constexpr int kPeerProtocolError = EPROTO;
 
 class CompletionTarget {
  public:

@@ -112,6 +112,14 @@ class CompletionRequest final : public Request, public CompletionTarget {
       // Some transports truncate silently: the sender's size tells.
       on_error(slot, kTruncated, *remote_data - posted_sizes_[slot], "message truncated");
       return;
+    } else if (remote_data != nullptr && *remote_data != length) {
+      // The sender's size and what landed disagree (a peer's bug): never
+      // report bytes that did not arrive.
+      char text[128];
+      std::snprintf(text, sizeof(text), "the sender's message size says %llu bytes, %zu arrived",
+                    static_cast<unsigned long long>(*remote_data), length);
+      on_error(slot, kPeerProtocolError, 0, text);
+      return;
     } else if (remote_data == nullptr && length > posted_sizes_[slot]) {
       // More than was posted landed (a transport's scratch space for an
       // empty receive): never report a size beyond the caller's buffer.

@@ -48,6 +48,7 @@ ncclResult_t completion_failure(const char* operation, Endpoint& endpoint,
     case FI_EHOSTUNREACH:
     case FI_EREMOTEIO:
     case FI_ESHUTDOWN:
+    case kPeerProtocolError:
       return ncclRemoteError;
     default:
       return ncclSystemError;

@@ -32,6 +32,7 @@ ncclResult_t Endpoint::open(const fi_info* info, const std::string& device_name,
   endpoint->address_format_ = info->addr_format;
   endpoint->inject_size_ = info->tx_attr != nullptr ? info->tx_attr->inject_size : 0;
   endpoint->held_injects_.configure(options.test_hold_injects);
+  endpoint->wire_mutation_ = options.wire_mutation;
   endpoint->injects_ = !options.test_hold_injects && injects_done_on_return(info);
   endpoint->cq_read_count_ = std::clamp(options.cq_read_count, 1, kMaxBatch);
   endpoint->registration_cache_ = std::make_unique<RegistrationCache>(

@@ -25,6 +25,7 @@
 #include "ofi/message_matcher.h"
 #include "ofi/registration.h"
 #include "ofi/remote_write_target.h"
+#include "ofi/wire_mutation.h"
 #include "weft/transport.h"
 
 namespace weft::cuda {
@@ -51,6 +52,8 @@ struct EndpointOptions {
   uint64_t reorder_seed = 1;
   // Test aid: hold injects as tcp's send queue may (held_injects.h).
   bool test_hold_injects = false;
+  // Test aid: play a hostile peer (wire_mutation.h).
+  WireMutation wire_mutation = WireMutation::kNone;
   size_t eager_size = 8192;
   int eager_buffers = 16;
   uint64_t max_message = 1ull << 32;  // maxP2pBytes
@@ -163,6 +166,7 @@ class Endpoint final : public Poller, public OrphanKeeper {
   // Whether `size` bytes may go as an inject (no completion): only where the
   // provider is done with it on return (injects_done_on_return).
   bool may_inject(size_t size) const { return injects_ && size <= inject_size_; }
+  WireMutation wire_mutation() const { return wire_mutation_; }
   const cuda::Driver* cuda() const { return gpu_memory_ ? cuda_ : nullptr; }
   bool gpu_memory() const { return gpu_memory_; }
   bool dmabuf() const { return dmabuf_; }
@@ -258,6 +262,7 @@ class Endpoint final : public Poller, public OrphanKeeper {
   size_t inject_size_ = 0;
   bool injects_ = false;
   HeldInjects held_injects_;
+  WireMutation wire_mutation_ = WireMutation::kNone;
   uint32_t address_format_ = FI_FORMAT_UNSPEC;
   int cq_read_count_ = 16;
   uint8_t local_address_[128] = {};

@@ -88,11 +88,23 @@ ncclResult_t OfiTransport::create(const Params& params, std::unique_ptr<Transpor
   if (params.ofi_provider.empty() || is_efa_provider(params.ofi_provider)) {
     ::setenv("FI_EFA_FORK_SAFE", "1", 0);
   }
+  WireMutation mutation = WireMutation::kNone;
+  if (!parse_wire_mutation(params.ofi_test_hostile, &mutation)) {
+    WEFT_WARN("WEFT_OFI_TEST_HOSTILE=%s names no field (known: %s)",
+              params.ofi_test_hostile.c_str(), wire_mutation_names().c_str());
+    return ncclInvalidArgument;
+  }
+  if (mutation != WireMutation::kNone) {
+    WEFT_WARN("WEFT_OFI_TEST_HOSTILE=%s: this process changes what it sends (a test aid); "
+              "its peers will fail their connections with it",
+              params.ofi_test_hostile.c_str());
+  }
   std::vector<DiscoveredDevice> discovered;
   ncclResult_t result = discover_devices(params, &discovered);
   if (result != ncclSuccess) return result;
   std::unique_ptr<OfiTransport> transport(new OfiTransport());
   transport->params_ = params;
+  transport->wire_mutation_ = mutation;
   if (params.gpu != "off") transport->cuda_ = cuda::Driver::shared(params.cuda_lib);
   std::vector<RailCandidate> candidates;
   for (auto& found : discovered) {
@@ -291,6 +303,7 @@ ncclResult_t OfiTransport::endpoint_for(int rail, std::shared_ptr<Endpoint>* out
     options.reorder_window = static_cast<int>(params_.ofi_test_reorder);
     options.reorder_seed = static_cast<uint64_t>(params_.ofi_test_reorder_seed);
     options.test_hold_injects = params_.ofi_test_hold_injects;
+    options.wire_mutation = wire_mutation_;
     return Endpoint::open(device.discovered.info.get(), device.discovered.properties.name, options,
                           endpoint);
   };

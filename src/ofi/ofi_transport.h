@@ -74,6 +74,7 @@ class OfiTransport final : public Transport {
   std::shared_ptr<PeerLinks> peer_links();
 
   Params params_;
+  WireMutation wire_mutation_ = WireMutation::kNone;  // WEFT_OFI_TEST_HOSTILE
   const cuda::Driver* cuda_ = nullptr;
   HeldByComms<PeerLinks> links_;
   bool links_refused_ = false;  // said once: no liveness links

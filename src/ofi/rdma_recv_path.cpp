@@ -181,6 +181,8 @@ ncclResult_t RdmaRecvPath::irecv(int n, void** data, const size_t* sizes, const 
     }
     slot.request = req;
   }
+  if (endpoint_.wire_mutation() != WireMutation::kNone) [[unlikely]]
+    mutate_cts(endpoint_.wire_mutation(), &cts);
   encode_cts(cts, unsent_cts_[s]);
   next_index_ += static_cast<uint32_t>(n);
   ++next_group_;
@@ -381,8 +383,18 @@ bool RdmaRecvPath::fill_entry(int index, uint32_t message, int32_t tag, uint64_t
   Entry* entry = nullptr;
   {
     std::lock_guard<std::mutex> lock(state_mutex_);
+    const auto ahead = static_cast<int32_t>(message - next_index_);
+    // A sender stays fewer than kRdmaEagerAhead messages past the first
+    // one it has no clear-to-send for, which is at most next_index_.
+    if (ahead >= static_cast<int32_t>(kRdmaEagerAhead)) {
+      fail("eager message #" + std::to_string(message) + " is " + std::to_string(ahead) +
+           " messages ahead of the next receive to be posted (#" + std::to_string(next_index_) +
+           "); a sender stays fewer than " + std::to_string(kRdmaEagerAhead) + " ahead");
+      *result = ncclRemoteError;
+      return false;
+    }
     // Not posted yet: keep it until irecv covers its index.
-    if (static_cast<int32_t>(message - next_index_) >= 0) return false;
+    if (ahead >= 0) return false;
     for (int s = 0; s < kRdmaSlots && entry == nullptr; ++s) {
       Slot& slot = slots_[s];
       if (slot.request == nullptr || message - slot.first_index >= uint32_t(slot.count)) continue;

@@ -245,10 +245,14 @@ ncclResult_t RdmaSendPath::send_eager(void* data, size_t size, int tag, void* mh
   req->start(this, truncated ? 2 : 1, /*is_send=*/true, 1);
   req->set_posted_size(kEagerSendOp, size);
   const uint64_t wire_tag = eager_tag(peer_.remote_comm_id);
+  uint32_t wire_index = index;
+  int32_t wire_message_tag = tag;
+  if (endpoint_.wire_mutation() != WireMutation::kNone) [[unlikely]]
+    mutate_eager(endpoint_.wire_mutation(), &wire_index, &wire_message_tag);
   ssize_t rc;
   if (!truncated && immediate_eager_ && eager_tag_fits(tag)) {
     // Data alone, index and tag in the immediate.
-    const uint32_t immediate = encode_eager_immediate(index, tag);
+    const uint32_t immediate = encode_eager_immediate(wire_index, wire_message_tag);
     if (host_memory(mhandle) && endpoint_.may_inject(size)) {
       rc = endpoint_.inject_data(data, size, immediate, peer_.address, wire_tag);
       if (rc == 0) req->complete_now(kEagerSendOp);
@@ -258,8 +262,8 @@ ncclResult_t RdmaSendPath::send_eager(void* data, size_t size, int tag, void* mh
     }
   } else {
     EagerHeader header;
-    header.index = index;
-    header.tag = tag;
+    header.index = wire_index;
+    header.tag = wire_message_tag;
     header.size = size;
     header.truncated = truncated;
     uint8_t* bytes = headers_[index_of(req)];
@@ -326,6 +330,8 @@ ncclResult_t RdmaSendPath::write_message(Group& group, int entry, void* data, si
     const RdmaRail& rail = rails_[r];
     immediate.target = rail.remote_target;
     immediate.segment = static_cast<uint8_t>(j);
+    if (endpoint_.wire_mutation() != WireMutation::kNone) [[unlikely]]
+      mutate_write(endpoint_.wire_mutation(), &immediate);
     for (;;) {
       ssize_t rc = rail.endpoint->write(static_cast<uint8_t*>(data) + offset, length,
                                         descriptor_of(region_on_rail(mhandle, r)), rail.peer,
@@ -433,7 +439,8 @@ ncclResult_t RdmaSendPath::post(void* data, size_t size, int tag, void* mhandle,
     return ncclRemoteError;
   }
   uint64_t posted = group.cts.entries[entry].size;
-  if (size > posted) {
+  const bool hostile_oversize = endpoint_.wire_mutation() == WireMutation::kWriteOversize;
+  if (size > posted && !hostile_oversize) {
     // Never write beyond the posted buffer: tell both sides instead.
     result = send_eager(data, size, tag, mhandle, true, posted, request);
   } else {

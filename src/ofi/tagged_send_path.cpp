@@ -20,7 +20,10 @@ ncclResult_t TaggedSendPath::isend(void* data, size_t size, int tag, void* mhand
   req->set_posted_size(0, size);
   uint64_t wire_tag = data_tag(peer_.remote_comm_id, tag);
   ssize_t rc;
-  if (host_memory(mhandle) && endpoint_.may_inject(size)) {
+  if (endpoint_.wire_mutation() == WireMutation::kTaggedSize) [[unlikely]] {
+    rc = endpoint_.send_data(data, size, descriptor_of(mhandle), size + 1, peer_.address, wire_tag,
+                             req->op(0));
+  } else if (host_memory(mhandle) && endpoint_.may_inject(size)) {
     rc = endpoint_.inject(data, size, peer_.address, wire_tag);
     if (rc == 0) req->complete_now(0);
   } else {
