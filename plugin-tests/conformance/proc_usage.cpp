@@ -63,12 +63,15 @@ ProcUsage proc_usage() {
   u.threads = entries("/proc/self/task");
   ::malloc_trim(0);  // freed memory glibc keeps is not a leak
   u.rss_kib = vm_rss_kib();
+  const struct mallinfo2 heap = ::mallinfo2();
+  u.heap_in_use_kib = static_cast<long>((heap.uordblks + heap.hblkhd) / 1024);
   return u;
 }
 
 std::string to_string(const ProcUsage& u) {
   return std::to_string(u.fds) + " fds (" + std::to_string(u.unix_sockets) + " Unix sockets), " +
-         std::to_string(u.threads) + " threads, VmRSS " + std::to_string(u.rss_kib) + " KiB";
+         std::to_string(u.threads) + " threads, VmRSS " + std::to_string(u.rss_kib) +
+         " KiB, heap in use " + std::to_string(u.heap_in_use_kib) + " KiB";
 }
 
 }  // namespace weft::ft

@@ -11,6 +11,7 @@ struct ProcUsage {
   long unix_sockets = 0;  // of fds: software devices' NICs talk over them
   long threads = 0;
   long rss_kib = 0;
+  long heap_in_use_kib = 0;  // malloc's, glibc's count (reported, not bounded)
 };
 
 ProcUsage proc_usage();
