@@ -70,6 +70,24 @@ if [ "$full_run" -eq 1 ]; then
     status=1
   fi
 
+  echo "==> ThreadSanitizer build (preset tsan): unit tests and the threaded suites over tcp, shm, softverbs (docs/sanitizers.md)"
+  if [[ ! -f build-tsan/build.ninja ]]; then
+    cmake --preset tsan </dev/null
+  fi
+  if cmake --build --preset tsan -j "$(nproc)" </dev/null; then
+    # halt_on_error: a rank ends with _exit, which would skip TSan's exit code.
+    export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 history_size=7 suppressions=$PWD/plugin-tests/sanitizers/tsan.supp"
+    tsan_ctest=(ctest --preset tsan -j "$jobs" --output-on-failure --timeout "$timeout_s")
+    # The unit tests of weft's own libraries (the preset builds no others).
+    build-tsan/plugin-tests/unit/weft-unit-tests </dev/null || status=$?
+    "${tsan_ctest[@]}" -LE 'known-issue|vm' \
+      -R '^conformance[.](tcp|tcp-rdma|tcp-weft|shm|shm-rdma|softverbs|softverbs-qp4)[.](threads|inflight)$' \
+      </dev/null || status=$?
+    unset TSAN_OPTIONS
+  else
+    status=1
+  fi
+
   tarball=${WEFT_LIBFABRIC26_TARBALL:-../shared/vendor/libfabric-2.6.0.tar.xz}
   if [[ ! -f $tarball && -z ${CI:-} ]]; then
     echo "==> skipping the libfabric 2.6 run: $tarball not found (CI requires it)"
