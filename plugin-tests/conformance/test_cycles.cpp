@@ -70,6 +70,7 @@ constexpr int kCommWarmup = 20;
 // Any growth per comm shows over many cycles: 1 KiB per comm is 10 MiB at
 // 10^4. Against the noise of 200 cycles this bounds a leak of 20 KiB per comm.
 constexpr long kMaxCommRssGrowthKib = 4 * 1024;
+constexpr long kMaxCommHeapGrowthBytes = 2048;
 
 int comm_cycle_count() {
   const char* s = std::getenv("WEFT_TEST_COMM_CYCLES");
@@ -112,6 +113,17 @@ void comm_cycles(int v, Rank& rk, bool receiver) {
   const ProcUsage before = proc_usage();
   for (int i = kCommWarmup; i < kCommWarmup + count; ++i) comm_cycle(*c, dev, rk, receiver, i, buf);
   const ProcUsage after = proc_usage();
+#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+  // Every comm's own memory must go back: malloc's count is exact where
+  // resident memory is not. The bound leaves room for shm's 280 bytes per
+  // endpoint and softverbs' model (docs/sanitizers.md), not for a
+  // completion queue per comm (about 3 KiB on softverbs, which leaked).
+  const long heap_growth = after.heap_in_use_kib - before.heap_in_use_kib;
+  FT_REQUIRE(heap_growth * 1024 <= kMaxCommHeapGrowthBytes * count,
+             "malloc's heap in use grew by " << heap_growth << " KiB over " << count
+                                             << " comms (limit " << kMaxCommHeapGrowthBytes
+                                             << " bytes per comm)");
+#endif
   require_no_growth(before, after, kMaxCommRssGrowthKib,
                     "comm cycles v" + std::to_string(v) + " after " + std::to_string(kCommWarmup) +
                         " warm-up comms: " + to_string(before) + "; after " +

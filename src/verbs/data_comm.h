@@ -103,7 +103,7 @@ class VerbsDataComm : public Interface, public RequestOwner {
   // The queue pairs go first: nothing may write into the memory once it is gone.
   template <typename Control>
   void release_control(Control* control, MemoryHandle* region) {
-    setup_.qps = QueuePairs();
+    setup_.qps.reset();
     if (region != nullptr) port().deregister_memory(region);
     std::free(control);
   }

@@ -12,6 +12,22 @@ std::string failed(const std::string& call) {
 
 }  // namespace
 
+QueuePairs& QueuePairs::operator=(QueuePairs&& other) noexcept {
+  if (this != &other) {
+    reset();
+    port_ = other.port_;
+    cq_ = std::move(other.cq_);
+    qps_ = std::move(other.qps_);
+    capacity_ = other.capacity_;
+  }
+  return *this;
+}
+
+void QueuePairs::reset() {
+  qps_.clear();
+  cq_.reset();
+}
+
 bool QueuePairs::create(OpenPort& port, int count, const QpCapacity& wanted, std::string* error) {
   port_ = &port;
   const IbverbsApi& api = port.api();

@@ -30,7 +30,13 @@ class QueuePairs {
  public:
   QueuePairs() = default;
   QueuePairs(QueuePairs&&) = default;
-  QueuePairs& operator=(QueuePairs&&) = default;
+  // Not defaulted: member-wise assignment would replace the CQ before the
+  // QPs on it, and a CQ with QPs cannot be destroyed (EBUSY): it leaked.
+  QueuePairs& operator=(QueuePairs&& other) noexcept;
+  ~QueuePairs() { reset(); }
+
+  // Destroys the QPs, then their CQ.
+  void reset();
 
   // `count` QPs over one new CQ, in INIT. False with the failing call in *error.
   bool create(OpenPort& port, int count, const QpCapacity& wanted, std::string* error);
@@ -52,7 +58,6 @@ class QueuePairs {
 
  private:
   OpenPort* port_ = nullptr;
-  // Destroyed before the CQ: members go in reverse order.
   std::unique_ptr<ibv_cq, int (*)(ibv_cq*)> cq_{nullptr, nullptr};
   std::vector<VerbsPtr<ibv_qp>> qps_;
   QpCapacity capacity_;

@@ -14,7 +14,7 @@ VerbsRecvComm::VerbsRecvComm(ConnectionSetup setup, const RecvOptions& options, 
     : VerbsDataComm<RecvComm>(std::move(setup)), options_(options), listen_id_(listen_id) {}
 
 VerbsRecvComm::~VerbsRecvComm() {
-  flush_qps_ = QueuePairs();
+  flush_qps_.reset();
   release_control(control_, control_region_);
 }
 
