@@ -88,8 +88,11 @@ const HostileCase kCases[] = {
 };
 constexpr int kCaseCount = static_cast<int>(std::size(kCases));
 
+// The protocol in use: WEFT_TEST_PROTOCOL where weft chooses (auto), else
+// the one set.
 bool rdma_flavour() {
-  const char* protocol = std::getenv("WEFT_OFI_PROTOCOL");
+  const char* protocol = std::getenv("WEFT_TEST_PROTOCOL");
+  if (protocol == nullptr) protocol = std::getenv("WEFT_OFI_PROTOCOL");
   return protocol != nullptr && std::string(protocol) == "rdma";
 }
 
