@@ -114,12 +114,19 @@ else
   cat "$tmp/err.txt"; fail "--mem cuda latency,bw failed"
 fi
 
-echo "== --mem cuda: every transfer test, 2 comms on 2 threads, JSON"
-if "$PERF" "${common[@]}" --mem cuda --test all --comms 2 --threads 2 "${short[@]}" --json \
-    >"$tmp/all.json" 2>"$tmp/err.txt"; then
-  check_json "$tmp/all.json" latency,bw,bibw,rate,grouped regMr || fail "--test all JSON"
+# WEFT_PERF_CUDA_TEST_ALL=0 leaves this step out (tools.perf.cuda over
+# softefa: it stops making progress now and then, README known issues;
+# tools.perf.cuda.all, labelled known-issue, runs it).
+if [ "${WEFT_PERF_CUDA_TEST_ALL:-1}" = 1 ]; then
+  echo "== --mem cuda: every transfer test, 2 comms on 2 threads, JSON"
+  if "$PERF" "${common[@]}" --mem cuda --test all --comms 2 --threads 2 "${short[@]}" --json \
+      >"$tmp/all.json" 2>"$tmp/err.txt"; then
+    check_json "$tmp/all.json" latency,bw,bibw,rate,grouped regMr || fail "--test all JSON"
+  else
+    cat "$tmp/err.txt"; fail "--mem cuda --test all failed"
+  fi
 else
-  cat "$tmp/err.txt"; fail "--mem cuda --test all failed"
+  echo "== --mem cuda: every transfer test, 2 comms on 2 threads: left out (WEFT_PERF_CUDA_TEST_ALL=0)"
 fi
 
 echo "== --mem cuda: reg, with and without the registration cache"
