@@ -54,7 +54,7 @@
              "Test aid: play a hostile peer that changes one field of every message of one kind "  \
              "it sends on the data path (cts-slot, cts-sequence, cts-first-index, cts-rails, "     \
              "cts-count, cts-size, cts-key, cts-address, cts-tag, eager-index, eager-tag, "        \
-             "write-slot, write-entry, write-segments, write-oversize, tagged-size). Never set "    \
+             "write-slot, write-entry, write-segments, write-oversize, tagged-size). Never set "   \
              "it in a job: the peer fails the connection.")                                        \
   WEFT_PARAM(ofi_cq_read_count, "WEFT_OFI_CQ_READ_COUNT", Int, "16", 1, 256,                       \
              "Completions read from the completion queue per poll.")                               \
@@ -68,9 +68,9 @@
              "naming the peer (ms).")                                                              \
   WEFT_PARAM(peer_timeout_ms, "WEFT_PEER_TIMEOUT_MS", Int, "10000", 0, 3600000,                    \
              "How long a peer's host may stay silent (TCP keepalive on the libfabric "             \
-             "transport's liveness link and the verbs transport's side channel, at least 3 s) "   \
-             "before its comms fail; a peer process that dies is noticed within about a second " \
-             "whatever this says. 0: no keepalive, and no liveness links on libfabric.")          \
+             "transport's liveness link and the verbs transport's side channel, at least 3 s) "    \
+             "before its comms fail; a peer process that dies is noticed within about a second "   \
+             "whatever this says. 0: no keepalive, and no liveness links on libfabric.")           \
   WEFT_PARAM(max_p2p_bytes, "WEFT_MAX_P2P_BYTES", Size, "0", 0, 1099511627776,                     \
              "Largest single message reported to NCCL (maxP2pBytes). 0: the provider's limit, "    \
              "capped at 1 TiB.")                                                                   \
@@ -146,7 +146,7 @@
              "offers it (ibv_reg_mr_iova2).")                                                      \
   WEFT_PARAM(socket_ifname, "WEFT_SOCKET_IFNAME", String, "", 0, 0,                                \
              "Network interfaces for the verbs transport's connection side channel and the "       \
-             "libfabric transport's liveness links, in NCCL_SOCKET_IFNAME syntax (prefixes; ^ "   \
+             "libfabric transport's liveness links, in NCCL_SOCKET_IFNAME syntax (prefixes; ^ "    \
              "excludes; = exact). Empty: the first up, non-loopback interface.")                   \
   WEFT_PARAM_ENUM(debug, "WEFT_DEBUG", "WARN", "NONE|WARN|INFO|TRACE",                             \
                   "Log level on stderr when weft runs outside NCCL (tools, tests). Inside NCCL, "  \

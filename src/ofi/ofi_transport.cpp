@@ -95,9 +95,10 @@ ncclResult_t OfiTransport::create(const Params& params, std::unique_ptr<Transpor
     return ncclInvalidArgument;
   }
   if (mutation != WireMutation::kNone) {
-    WEFT_WARN("WEFT_OFI_TEST_HOSTILE=%s: this process changes what it sends (a test aid); "
-              "its peers will fail their connections with it",
-              params.ofi_test_hostile.c_str());
+    WEFT_WARN(
+        "WEFT_OFI_TEST_HOSTILE=%s: this process changes what it sends (a test aid); "
+        "its peers will fail their connections with it",
+        params.ofi_test_hostile.c_str());
   }
   std::vector<DiscoveredDevice> discovered;
   ncclResult_t result = discover_devices(params, &discovered);
