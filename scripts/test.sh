@@ -79,8 +79,8 @@ if [ "$full_run" -eq 1 ]; then
     export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 history_size=7 suppressions=$PWD/plugin-tests/sanitizers/tsan.supp"
     # No liveness links here: under TSan's slowdown a receiver can fall more
     # than their one second of grace behind a sender that has already
-    # closed its comms, which the link reports as the peer gone
-    # (docs/liveness.md, "Not covered"). This stage looks for data races.
+    # closed its comms, which the link reports as the peer gone (seen once;
+    # docs/liveness.md, "Not covered"). This stage looks for data races.
     export WEFT_PEER_TIMEOUT_MS=0
     tsan_ctest=(ctest --preset tsan -j "$jobs" --output-on-failure --timeout "$timeout_s")
     # The unit tests of weft's own libraries (the preset builds no others).

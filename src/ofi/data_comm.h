@@ -89,6 +89,7 @@ class OfiDataComm : public Interface {
   // Finishes or cancels what is in flight for up to `timeout_ms`, then
   // deletes the comm, or leaves it to the endpoint if operations remain.
   void close_within(int timeout_ms) {
+    before_close(timeout_ms);
     cancel_receives();
     setup_.endpoint->release_id(local_id());
     // Held here: if the endpoint adopts this comm, the comm's own reference
@@ -111,6 +112,9 @@ class OfiDataComm : public Interface {
   // The id this endpoint gave the comm, which its peer's messages name.
   virtual uint32_t local_id() const = 0;
   virtual void cancel_receives() {}
+  // Runs first: what the comm must see from its peer before it stops
+  // listening (at most `timeout_ms`).
+  virtual void before_close(int timeout_ms) { (void)timeout_ms; }
 
   // Reads completions on every rail.
   ncclResult_t poll_rails() {

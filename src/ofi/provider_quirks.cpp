@@ -118,4 +118,11 @@ bool injects_done_on_return(const fi_info* info) {
   return std::string(info->fabric_attr->prov_name) == "shm";
 }
 
+bool completes_before_delivery(const std::string& provider) {
+  // prov/tcp (2.x, xnet): a transmit is done once the socket took it, and
+  // xnet_ep_disable drops the receive queue when the peer's reset comes.
+  // 1.x's "tcp;ofi_rxm" did not lose messages this way in the same test.
+  return provider == "tcp";
+}
+
 }  // namespace weft::ofi

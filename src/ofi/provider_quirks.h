@@ -47,4 +47,16 @@ bool resends_only_while_progressed(const std::string& provider);
 // own (a clear-to-send the closed peer no longer needed is then ignored).
 bool injects_done_on_return(const fi_info* info);
 
+// True where a send completes once its bytes are in a socket, not in the
+// peer (tcp). If this process then closes its endpoint while the peer
+// still sends to it (under the rdma protocol, the clear-to-send of a
+// receive posted while an eager message was on its way), the peer's kernel
+// gets a reset and its provider drops what it had not read from the
+// socket: a message reported sent never arrives. There a send comm's close
+// first waits, briefly, for the clear-to-sends its eager messages still
+// expect (RdmaSendPath::awaits_clear_to_send). Asking for delivery
+// completion instead made every send wait for an acknowledgement: twice
+// the 8-byte latency on tcp.
+bool completes_before_delivery(const std::string& provider);
+
 }  // namespace weft::ofi

@@ -525,6 +525,14 @@ bool RdmaSendPath::in_flight() {
   return false;
 }
 
+bool RdmaSendPath::awaits_clear_to_send() {
+  if (progress() != ncclSuccess) return false;  // no peer to wait for
+  for (const EagerSent& sent : eager_sent_) {
+    if (sent.pending) return true;
+  }
+  return false;
+}
+
 void RdmaSendPath::cancel_receives() {
   closing_ = true;
   for (auto& buffer : cts_) {

@@ -6,7 +6,9 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <thread>
 
+#include "ofi/provider_quirks.h"
 #include "ofi/tag_layout.h"
 #include "weft/log.h"
 
@@ -174,6 +176,20 @@ bool OfiSendComm::in_flight() {
   if (ack_posted_ && !ack_done_.load(std::memory_order_acquire)) return true;
   if (connect_posted_ && !connect_done_.load(std::memory_order_acquire)) return true;
   return false;
+}
+
+void OfiSendComm::before_close(int timeout_ms) {
+  RdmaSendPath* rdma = path_.get<RdmaSendPath>();
+  if (rdma == nullptr || !completes_before_delivery(endpoint().provider_name())) return;
+  // A clear-to-send already on its way arrives within a few round trips;
+  // one that never comes (the receiver had those messages before it posted
+  // their receives, and skipped it) costs the whole wait.
+  constexpr int kSettleMs = 100;
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(std::min(timeout_ms, kSettleMs));
+  while (rdma->awaits_clear_to_send() && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::yield();
+  }
 }
 
 void OfiSendComm::cancel_receives() {

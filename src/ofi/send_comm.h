@@ -31,6 +31,7 @@ class OfiSendComm final : public OfiDataComm<SendComm>, public CompletionTarget 
   bool in_flight() override;
   uint32_t local_id() const override { return local_id_; }
   void cancel_receives() override;
+  void before_close(int timeout_ms) override;
 
  private:
   enum ControlSlot : uint32_t { kConnectSlot = 0, kAckSlot = 1 };
