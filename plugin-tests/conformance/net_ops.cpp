@@ -45,6 +45,11 @@ size_t large_size(int abi_version) {
                                                                                  : (1u << 20);
 }
 
+size_t truncating_send_limit() {
+  const char* s = std::getenv("WEFT_TEST_TRUNC_MAX_SEND");
+  return s != nullptr && *s ? std::strtoull(s, nullptr, 10) : SIZE_MAX;
+}
+
 void* do_listen(NetClient& c, int dev, Handle& h) {
   void* lc = nullptr;
   std::memset(h.bytes, 0, sizeof h.bytes);

@@ -32,6 +32,11 @@ int test_device(NetClient& c);
 // for versions not listed in WEFT_TEST_LARGE_VERSIONS when it is set).
 size_t large_size(int abi_version);
 
+// Largest message the tests send into a smaller receive: SIZE_MAX, or
+// WEFT_TEST_TRUNC_MAX_SEND where the transport never completes (nor fails)
+// a truncated receive above a size (libfabric's shm, tagged: 4 KiB).
+size_t truncating_send_limit();
+
 void* do_listen(NetClient& c, int dev, Handle& h);
 void* connect_until_ready(NetClient& c, int dev, Handle& h);
 void* accept_until_ready(NetClient& c, void* listen_comm);
