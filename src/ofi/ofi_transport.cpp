@@ -12,6 +12,7 @@
 #include "ofi/connection_messages.h"
 #include "ofi/efa_settings.h"
 #include "ofi/listen_comm.h"
+#include "ofi/provider_quirks.h"
 #include "weft/log.h"
 
 namespace weft::ofi {
@@ -100,6 +101,7 @@ ncclResult_t OfiTransport::create(const Params& params, std::unique_ptr<Transpor
         "its peers will fail their connections with it",
         params.ofi_test_hostile.c_str());
   }
+  keep_libfabric_loaded();
   std::vector<DiscoveredDevice> discovered;
   ncclResult_t result = discover_devices(params, &discovered);
   if (result != ncclSuccess) return result;

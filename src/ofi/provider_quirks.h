@@ -23,6 +23,14 @@ void explain_enable_failure(const std::string& device, const fi_info* info, int 
 // logged, if the provider refused the name.
 bool name_endpoint_uniquely(const std::string& device, const std::string& provider, fid_ep* ep);
 
+// Keeps the libfabric this plugin was loaded with in memory until the
+// process exits. Its verbs provider opens devices through librdmacm, which
+// keeps them open for the life of that library and closes nothing when it
+// is unloaded: NCCL v6..v10 dlclose the plugin, libfabric and librdmacm go
+// with it, and every load and unload left 2 fds behind (Soft-RoCE VM,
+// conformance.verbs.cycles). Loaded once, they stay, and so do their fds.
+void keep_libfabric_loaded();
+
 // Drives rxm's progress through `cq` for a bounded time before the endpoint
 // closes, dropping what it reads (see the definition for the crash it avoids).
 void drain_before_close(fid_cq* cq);
