@@ -117,6 +117,8 @@ ncclResult_t OfiTransport::create(const Params& params, std::unique_ptr<Transpor
     rail->gpu = enable_gpu_memory(&found, transport->cuda_, params);
     result = choose_protocol(&found, params.ofi_protocol, params.ofi_tag_matching, &rail->protocol);
     if (result != ncclSuccess) return result;
+    avoid_segmented_truncation(found.properties.name, found.info->fabric_attr->prov_name,
+                               rail->protocol.protocol == Protocol::Tagged);
     if (is_efa_provider(found.info->fabric_attr->prov_name)) {
       result = transport->settle_efa_settings(&found, rail.get());
       if (result != ncclSuccess) return result;

@@ -45,6 +45,23 @@ void keep_libfabric_loaded() {
   });
 }
 
+void avoid_segmented_truncation(const std::string& device, const std::string& provider,
+                                bool tagged) {
+  if (!tagged || provider != "verbs;ofi_rxm") return;
+  if (const char* set = std::getenv("FI_OFI_RXM_SAR_LIMIT")) {
+    WEFT_INFO(NCCL_INIT,
+              "%s: FI_OFI_RXM_SAR_LIMIT=%s kept: a truncated segmented message crashes rxm's "
+              "receiver",
+              device.c_str(), set);
+    return;
+  }
+  ::setenv("FI_OFI_RXM_SAR_LIMIT", "0", 0);
+  WEFT_INFO(NCCL_INIT,
+            "%s: FI_OFI_RXM_SAR_LIMIT=0: tagged messages above rxm's eager limit go by rendezvous "
+            "(a truncated segmented one crashes rxm's receiver)",
+            device.c_str());
+}
+
 bool name_endpoint_uniquely(const std::string& device, const std::string& provider, fid_ep* ep) {
   if (provider != "shm") return true;
   // One random part per process: with the pid it cannot repeat a name of a

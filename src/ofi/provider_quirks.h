@@ -31,6 +31,18 @@ bool name_endpoint_uniquely(const std::string& device, const std::string& provid
 // conformance.verbs.cycles). Loaded once, they stay, and so do their fds.
 void keep_libfabric_loaded();
 
+// rxm sends a tagged message above its eager limit (16 KiB) in segments
+// (SAR) up to FI_OFI_RXM_SAR_LIMIT; on verbs;ofi_rxm one larger than the
+// receive posted for it crashes the receiver inside fi_cq_read (1.17 every
+// time, 2.6 sometimes), where its rendezvous protocol reports the
+// truncation. NCCL never truncates, but a crash is no way to say that a
+// peer did. On verbs;ofi_rxm under the tagged protocol, unless the job set
+// it, this sets FI_OFI_RXM_SAR_LIMIT=0 (read when an endpoint opens):
+// larger messages go by rendezvous, an RDMA read by the receiver. The rdma
+// protocol sends no tagged message above the eager size.
+void avoid_segmented_truncation(const std::string& device, const std::string& provider,
+                                bool tagged);
+
 // Drives rxm's progress through `cq` for a bounded time before the endpoint
 // closes, dropping what it reads (see the definition for the crash it avoids).
 void drain_before_close(fid_cq* cq);
