@@ -101,7 +101,6 @@ ncclResult_t OfiTransport::create(const Params& params, std::unique_ptr<Transpor
         "its peers will fail their connections with it",
         params.ofi_test_hostile.c_str());
   }
-  keep_libfabric_loaded();
   std::vector<DiscoveredDevice> discovered;
   ncclResult_t result = discover_devices(params, &discovered);
   if (result != ncclSuccess) return result;

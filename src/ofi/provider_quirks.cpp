@@ -1,6 +1,5 @@
 #include "ofi/provider_quirks.h"
 
-#include <dlfcn.h>
 #include <rdma/fi_cm.h>
 #include <rdma/fi_eq.h>
 #include <rdma/fi_errno.h>
@@ -11,7 +10,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <mutex>
 
 #include "core/random.h"
 #include "ofi/provider_discovery.h"
@@ -29,21 +27,6 @@ size_t size_from_env(const char* name, size_t fallback) {
 }
 
 }  // namespace
-
-void keep_libfabric_loaded() {
-  static std::once_flag once;
-  std::call_once(once, [] {
-    Dl_info info{};
-    if (dladdr(reinterpret_cast<void*>(&fi_getinfo), &info) == 0 || info.dli_fname == nullptr) {
-      WEFT_INFO(NCCL_INIT, "libfabric's file not found (dladdr): it is unloaded with weft");
-      return;
-    }
-    // Never closed: the handle keeps it loaded, RTLD_NODELETE past dlclose.
-    if (dlopen(info.dli_fname, RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE) == nullptr) {
-      WEFT_INFO(NCCL_INIT, "could not keep %s loaded: %s", info.dli_fname, dlerror());
-    }
-  });
-}
 
 void avoid_segmented_truncation(const std::string& device, const std::string& provider,
                                 bool tagged) {

@@ -23,14 +23,6 @@ void explain_enable_failure(const std::string& device, const fi_info* info, int 
 // logged, if the provider refused the name.
 bool name_endpoint_uniquely(const std::string& device, const std::string& provider, fid_ep* ep);
 
-// Keeps the libfabric this plugin was loaded with in memory until the
-// process exits. Its verbs provider opens devices through librdmacm, which
-// keeps them open for the life of that library and closes nothing when it
-// is unloaded: NCCL v6..v10 dlclose the plugin, libfabric and librdmacm go
-// with it, and every load and unload left 2 fds behind (Soft-RoCE VM,
-// conformance.verbs.cycles). Loaded once, they stay, and so do their fds.
-void keep_libfabric_loaded();
-
 // rxm sends a tagged message above its eager limit (16 KiB) in segments
 // (SAR) up to FI_OFI_RXM_SAR_LIMIT; on verbs;ofi_rxm one larger than the
 // receive posted for it crashes the receiver inside fi_cq_read (1.17 every
