@@ -525,8 +525,7 @@ bool RdmaSendPath::in_flight() {
   return false;
 }
 
-bool RdmaSendPath::awaits_clear_to_send() {
-  if (progress() != ncclSuccess) return false;  // no peer to wait for
+bool RdmaSendPath::awaits_clear_to_send() const {
   for (const EagerSent& sent : eager_sent_) {
     if (sent.pending) return true;
   }

@@ -54,8 +54,8 @@ class RdmaSendPath final : public CompletionOwner, public CompletionTarget {
   bool in_flight();
   void cancel_receives();
   // Whether an eager message sent still expects the clear-to-send that
-  // covers it (the receiver may be sending it now); reads completions.
-  bool awaits_clear_to_send();
+  // covers it (the receiver may be sending it now).
+  bool awaits_clear_to_send() const;
 
   // Clear-to-send buffers (slot = buffer index).
   void on_complete(uint32_t slot, size_t length, const uint64_t* remote_data) override;

@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
-#include <thread>
 
 #include "ofi/provider_quirks.h"
 #include "ofi/tag_layout.h"
@@ -185,11 +184,12 @@ void OfiSendComm::before_close(int timeout_ms) {
   // one that never comes (the receiver had those messages before it posted
   // their receives, and skipped it) costs the whole wait.
   constexpr int kSettleMs = 100;
-  const auto deadline =
-      std::chrono::steady_clock::now() + std::chrono::milliseconds(std::min(timeout_ms, kSettleMs));
-  while (rdma->awaits_clear_to_send() && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::yield();
-  }
+  struct PathPoller final : Poller {
+    explicit PathPoller(RdmaSendPath* owner) : path(owner) {}
+    ncclResult_t poll() override { return path->progress(); }  // fails: no peer to wait for
+    RdmaSendPath* path;
+  } poller(rdma);
+  drain(poller, std::min(timeout_ms, kSettleMs), [rdma] { return !rdma->awaits_clear_to_send(); });
 }
 
 void OfiSendComm::cancel_receives() {
