@@ -1,6 +1,7 @@
 #include <catch2/catch.hpp>
 
 #include "ofi/provider_discovery.h"
+#include "ofi/provider_quirks.h"
 
 using weft::ofi::domain_selected;
 using weft::ofi::is_rdma_provider;
@@ -33,4 +34,14 @@ TEST_CASE("auto mode prefers EFA and uses one provider class", "[unit][ofi]") {
   CHECK(preferred_rdma_provider({"tcp;ofi_rxm", "verbs;ofi_rxm"}) == "verbs");
   CHECK(preferred_rdma_provider({"tcp;ofi_rxm", "shm", "udp;ofi_rxd"}).empty());
   CHECK(preferred_rdma_provider({}).empty());
+}
+
+TEST_CASE("sends over tcp sockets complete before delivery", "[unit][ofi]") {
+  using weft::ofi::completes_before_delivery;
+  CHECK(completes_before_delivery("tcp"));          // 2.x's own RDM endpoint
+  CHECK(completes_before_delivery("tcp;ofi_rxm"));  // 1.x: rxm over tcp
+  CHECK_FALSE(completes_before_delivery("verbs;ofi_rxm"));
+  CHECK_FALSE(completes_before_delivery("shm"));
+  CHECK_FALSE(completes_before_delivery("efa"));
+  CHECK_FALSE(completes_before_delivery("tcpx"));
 }

@@ -60,7 +60,7 @@ bool resends_only_while_progressed(const std::string& provider);
 bool injects_done_on_return(const fi_info* info);
 
 // True where a send completes once its bytes are in a socket, not in the
-// peer (tcp). If this process then closes its endpoint while the peer
+// peer (2.x's tcp, and 1.x's rxm over tcp). If this process then closes its endpoint while the peer
 // still sends to it (under the rdma protocol, the clear-to-send of a
 // receive posted while an eager message was on its way), the peer's kernel
 // gets a reset and its provider drops what it had not read from the
