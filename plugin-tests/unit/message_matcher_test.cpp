@@ -139,3 +139,65 @@ TEST_CASE("messages for closed or unknown ids are dropped, not held", "[unit][ma
   CHECK(pool.matcher.dropped() == 4);
   CHECK(pool.drain().empty());
 }
+
+TEST_CASE("a tagged message keeps its CQ data, also while it waits for its receive",
+          "[unit][matcher]") {
+  Pool pool;
+  pool.matcher.open_id(5);
+  OpContext posted, late;
+  char a[16] = {}, b[16] = {};
+  int released = 0;
+  pool.matcher.post(eager_tag(5), a, sizeof(a), &posted, &released);
+  const uint64_t immediate = 0x1234abcdull, other = 77;
+  CHECK(pool.matcher.arrive(eager_tag(5), 1, pool.fill(1, "now"), &immediate));
+  CHECK_FALSE(pool.matcher.arrive(eager_tag(5), 3, pool.fill(3, "later"), &other));
+  CHECK_FALSE(pool.matcher.arrive(cts_tag(5), 4, pool.fill(4, "plain")));
+  pool.matcher.post(eager_tag(5), b, sizeof(b), &late, &released);
+  CHECK(released == 3);
+  auto done = pool.drain();
+  REQUIRE(done.size() == 2);
+  CHECK((done[0].has_data && done[0].data == immediate));
+  CHECK((done[1].has_data && done[1].data == other));
+  CHECK(std::string(b, 5) == "later");
+  OpContext plain;
+  char c[16] = {};
+  pool.matcher.post(cts_tag(5), c, sizeof(c), &plain, &released);
+  done = pool.drain();
+  REQUIRE(done.size() == 1);
+  CHECK_FALSE(done[0].has_data);
+}
+
+TEST_CASE("cancel finds a receive through its context among many, and only while posted",
+          "[unit][matcher]") {
+  Pool pool;
+  constexpr int kComms = 2000, kEach = 4;
+  std::vector<OpContext> ops(kComms * kEach);
+  std::vector<char> buffers(ops.size() * 16);
+  int released = 0;
+  for (int comm = 1; comm <= kComms; ++comm) {
+    pool.matcher.open_id(static_cast<uint32_t>(comm));
+    for (int k = 0; k < kEach; ++k) {
+      const size_t i = static_cast<size_t>((comm - 1) * kEach + k);
+      pool.matcher.post(eager_tag(static_cast<uint32_t>(comm)), &buffers[i * 16], 16, &ops[i],
+                        &released);
+    }
+  }
+  // The middle one of a comm's queue, then the rest of it: the queue
+  // stays linked (a later message goes to the right receive).
+  const uint32_t comm = 1234;
+  OpContext* mine = &ops[(comm - 1) * kEach];
+  CHECK(pool.matcher.cancel(&mine[1]));
+  CHECK_FALSE(pool.matcher.cancel(&mine[1]));  // no longer posted
+  CHECK(pool.matcher.arrive(eager_tag(comm), 0, pool.fill(0, "x")));
+  auto done = pool.drain();
+  REQUIRE(done.size() == 2);
+  CHECK((done[0].context == &mine[1] && done[0].error == FI_ECANCELED));
+  CHECK((done[1].context == &mine[0] && done[1].error == 0));
+  CHECK_FALSE(pool.matcher.cancel(&mine[0]));  // matched already
+  CHECK(pool.matcher.cancel(&mine[3]));
+  CHECK(pool.matcher.cancel(&mine[2]));
+  CHECK(pool.matcher.arrive(eager_tag(comm + 1), 1, pool.fill(1, "y")));
+  done = pool.drain();
+  REQUIRE(done.size() == 3);
+  CHECK(done[2].context == &ops[comm * kEach]);
+}

@@ -15,6 +15,8 @@ struct OpContext {
   fi_context2 provider_context;  // first: the provider uses this space (FI_CONTEXT2)
   CompletionTarget* target = nullptr;
   uint32_t slot = 0;
+  // Where weft's matcher keeps it while posted there (message_matcher.h).
+  int32_t matcher_index = -1;
 };
 
 template <int MaxOps>

@@ -46,7 +46,7 @@ ncclResult_t Endpoint::open(const fi_info* info, const std::string& device_name,
   endpoint->max_write_size_ = info->ep_attr->max_msg_size;
   endpoint->weft_matching_ = options.weft_matching && endpoint->rdma_;
   endpoint->eager_size_ = options.eager_size;
-  if (endpoint->weft_matching_) endpoint->fit_message_pool(info->ep_attr->max_msg_size);
+  if (endpoint->rdma_) endpoint->fit_message_pool(info->ep_attr->max_msg_size);
   endpoint->eager_buffers_ = std::clamp(options.eager_buffers, 1, 255);
   endpoint->max_message_ = options.max_message;
   endpoint->iov_limit_ = info->tx_attr != nullptr ? info->tx_attr->iov_limit : 1;
@@ -157,6 +157,12 @@ ncclResult_t Endpoint::open(const fi_info* info, const std::string& device_name,
               device_name.c_str(), problem.c_str());
     endpoint->rdma_ = false;
   }
+  if (endpoint->rdma_ && !endpoint->weft_matching_) {
+    // Only now: its receives take any tag, which the tagged protocol's
+    // data must not meet.
+    ncclResult_t result = endpoint->open_message_pool();
+    if (result != ncclSuccess) return result;
+  }
   *out = std::move(endpoint);
   return ncclSuccess;
 }
@@ -204,7 +210,27 @@ Endpoint::~Endpoint() {
     }
   }
   // Reading the queue of an endpoint that never enabled crashes shm.
-  if (ep_ && cq_ && enabled_) drain_before_close(cq_.get());
+  if (ep_ && cq_ && enabled_) {
+    if (late_messages_.load(std::memory_order_relaxed)) {
+      // A clear-to-send on its way arrives within a few round trips; one
+      // that never comes (the receiver had those messages before it posted
+      // their receives, and skipped it) must not cost much: stop once
+      // nothing arrived for a while.
+      constexpr auto kQuiet = std::chrono::milliseconds(20);
+      constexpr int kLingerMs = 100;
+      auto quiet_since = std::chrono::steady_clock::now();
+      uint64_t seen = batches_read_;
+      drain(*this, kLingerMs, [&] {
+        auto now = std::chrono::steady_clock::now();
+        if (batches_read_ != seen) {
+          seen = batches_read_;
+          quiet_since = now;
+        }
+        return now - quiet_since >= kQuiet;
+      });
+    }
+    drain_before_close(cq_.get());
+  }
   // Close the endpoint first: after that no completion can reach an orphan.
   ep_.reset();
   orphans_.clear();
@@ -258,14 +284,16 @@ ncclResult_t Endpoint::open_message_pool() {
   unposted_.reserve(kPoolSlots);
   matcher_ = std::make_unique<MessageMatcher>(kPoolSlots, pool_.get(), pool_slot_size_);
   std::lock_guard<std::mutex> lock(io_mutex_);
+  pooled_ = true;
   for (int slot = 0; slot < kPoolSlots; ++slot) {
     pool_ops_[slot].slot = static_cast<uint32_t>(slot);
     post_pool_slot(slot);
   }
   WEFT_INFO(NCCL_INIT | NCCL_NET,
-            "%s: weft matches the control messages: %d receive buffers of %zu bytes, eager "
-            "messages up to %zu bytes",
-            device_name_.c_str(), kPoolSlots, pool_slot_size_, eager_size_);
+            "%s: weft matches the control messages (%s): %d receive buffers of %zu bytes, "
+            "eager messages up to %zu bytes",
+            device_name_.c_str(), weft_matching_ ? "plain messages" : "tagged messages", kPoolSlots,
+            pool_slot_size_, eager_size_);
   return ncclSuccess;
 }
 
@@ -326,11 +354,11 @@ bool Endpoint::probe_writes(std::string* problem) {
 
 uint32_t Endpoint::next_id() {
   // Weft's matching carries ids in 30 bits (message_matcher.h).
-  const uint32_t mask = weft_matching_ ? kMaxCompactId : kMaxCommId;
+  const uint32_t mask = pooled_ ? kMaxCompactId : kMaxCommId;
   for (;;) {
     uint32_t id = next_id_.fetch_add(1, std::memory_order_relaxed) & mask;
     if (id == 0) continue;
-    if (weft_matching_) {
+    if (pooled_) {
       std::lock_guard<std::mutex> lock(io_mutex_);
       matcher_->open_id(id);
     }
@@ -339,7 +367,7 @@ uint32_t Endpoint::next_id() {
 }
 
 void Endpoint::release_id(uint32_t id) {
-  if (!weft_matching_) return;
+  if (!pooled_) return;
   std::vector<int> released;
   std::lock_guard<std::mutex> lock(io_mutex_);
   matcher_->close_id(id, &released);

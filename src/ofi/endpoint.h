@@ -176,6 +176,11 @@ class Endpoint final : public Poller, public OrphanKeeper {
   // connection again (tcp loses its place in the byte stream): new comms on
   // this device then get a fresh endpoint, and so a fresh connection.
   void mark_broken() { broken_.store(true, std::memory_order_relaxed); }
+  // A comm closed while its peer may still send to it (completes_before_
+  // delivery): the endpoint then stays open a moment longer when it
+  // closes, so that those messages arrive rather than meet a reset, once
+  // per endpoint rather than once per comm.
+  void expect_late_messages() { late_messages_.store(true, std::memory_order_relaxed); }
   bool broken() const { return broken_.load(std::memory_order_relaxed); }
 
  private:
@@ -205,10 +210,10 @@ class Endpoint final : public Poller, public OrphanKeeper {
   // entries widened to tagged ones when weft matches).
   ssize_t read_queue(fi_cq_tagged_entry* entries, size_t count);
 
-  // Weft's own matching (weft_matching_): the pool of receive buffers that
+  // The RDMA protocol's pool of receive buffers (message_matcher.h) that
   // every control message and, where the provider consumes a receive per
   // write (FI_RX_CQ_DATA), every remote write lands in. The I/O lock is held.
-  // Weft's matching: eager size and pool buffers for messages up to max_send.
+  // Eager size and pool buffers for messages up to max_send.
   void fit_message_pool(size_t max_send);
   ncclResult_t open_message_pool();
   void post_pool_slot(int slot);
@@ -240,6 +245,9 @@ class Endpoint final : public Poller, public OrphanKeeper {
   std::vector<uint16_t> free_write_targets_;
   CompletionReorder reorder_;
   bool weft_matching_ = false;
+  // Control messages land in the pool and weft matches them (every RDMA
+  // protocol endpoint; weft_matching_ says how they travel).
+  bool pooled_ = false;
   bool enabled_ = false;
   static constexpr int kPoolSlots = 512;
   static constexpr size_t kMinPoolSlot = 4096;  // every control message fits
@@ -271,6 +279,8 @@ class Endpoint final : public Poller, public OrphanKeeper {
   std::atomic<uint64_t> mr_key_{1};
   std::atomic<bool> cq_failed_{false};
   std::atomic<bool> broken_{false};
+  std::atomic<bool> late_messages_{false};
+  uint64_t batches_read_ = 0;  // completion batches read (io_mutex_)
   std::atomic<bool> lost_injected_{false};
 
   mutable std::mutex io_mutex_;  // serializes every call into the domain, endpoint, AV and CQ

@@ -2,6 +2,7 @@
 // to: the operation's target, or the receiver a peer's write names.
 #include <rdma/fi_eq.h>
 #include <rdma/fi_errno.h>
+#include <rdma/fi_tagged.h>
 
 #include "ofi/endpoint.h"
 #include "weft/log.h"
@@ -29,7 +30,7 @@ ncclResult_t Endpoint::poll() {
           return inject_now(buffer, size, data, peer, tag);
         });
   }
-  if (weft_matching_) {
+  if (pooled_) {
     while (!unposted_.empty()) {
       int slot = unposted_.back();
       unposted_.pop_back();
@@ -40,6 +41,7 @@ ncclResult_t Endpoint::poll() {
   }
   ssize_t count = read_queue(entries, static_cast<size_t>(cq_read_count_));
   if (count > 0) {
+    ++batches_read_;
     deliver(entries, count);
     return ncclSuccess;
   }
@@ -105,6 +107,19 @@ void Endpoint::deliver(fi_cq_tagged_entry* entries, ssize_t count) {
     for (ssize_t i = 0; i < count; ++i) dispatch(entries[i]);
     return;
   }
+  if (pooled_ && !weft_matching_) {
+    // The provider matches tagged messages in their order; its pool
+    // completions come in that order, as the matcher must see them.
+    ssize_t kept = 0;
+    for (ssize_t i = 0; i < count; ++i) {
+      if (is_pool_op(entries[i].op_context)) {
+        dispatch(entries[i]);
+      } else {
+        entries[kept++] = entries[i];
+      }
+    }
+    count = kept;
+  }
   reorder_.pass(entries, static_cast<size_t>(count),
                 [this](const fi_cq_tagged_entry& entry) { dispatch(entry); });
 }
@@ -135,7 +150,7 @@ void Endpoint::dispatch(const fi_cq_tagged_entry& entry) {
   op->target->on_complete(op->slot, entry.len, data);
 }
 
-// Weft's own matching --------------------------------------------------------
+// The RDMA protocol's message pool --------------------------------------------
 
 bool Endpoint::is_pool_op(const void* op_context) const {
   if (!pool_ops_ || op_context == nullptr) return false;
@@ -144,9 +159,13 @@ bool Endpoint::is_pool_op(const void* op_context) const {
 }
 
 void Endpoint::post_pool_slot(int slot) {
-  ssize_t rc =
-      fi_recv(ep_.get(), pool_.get() + static_cast<size_t>(slot) * pool_slot_size_, pool_slot_size_,
-              pool_descriptor_, FI_ADDR_UNSPEC, &pool_ops_[slot].provider_context);
+  uint8_t* buffer = pool_.get() + static_cast<size_t>(slot) * pool_slot_size_;
+  fi_context2* context = &pool_ops_[slot].provider_context;
+  // Tagged: any tag (every tagged message of this protocol is a control one).
+  ssize_t rc = weft_matching_ ? fi_recv(ep_.get(), buffer, pool_slot_size_, pool_descriptor_,
+                                        FI_ADDR_UNSPEC, context)
+                              : fi_trecv(ep_.get(), buffer, pool_slot_size_, pool_descriptor_,
+                                         FI_ADDR_UNSPEC, 0, ~0ull, context);
   if (rc == 0) return;
   if (rc == -FI_EAGAIN) {
     unposted_.push_back(slot);  // posted again by a later poll()
@@ -165,15 +184,19 @@ void Endpoint::receive_message(const fi_cq_tagged_entry& entry, int slot) {
     post_pool_slot(slot);
     return;
   }
-  if ((entry.flags & FI_REMOTE_CQ_DATA) == 0) {
+  const bool has_data = (entry.flags & FI_REMOTE_CQ_DATA) != 0;
+  if (weft_matching_ && !has_data) {
     WEFT_WARN("%s: dropping a message of %zu bytes that carries no tag (not from weft?)",
               device_name_.c_str(), entry.len);
     post_pool_slot(slot);
     return;
   }
-  if (matcher_->arrive(expand_tag(static_cast<uint32_t>(entry.data)), slot, entry.len)) {
-    post_pool_slot(slot);
-  }
+  // Under weft's matching the CQ data is the compact tag, not the sender's.
+  const bool arrived =
+      weft_matching_
+          ? matcher_->arrive(expand_tag(static_cast<uint32_t>(entry.data)), slot, entry.len)
+          : matcher_->arrive(entry.tag, slot, entry.len, has_data ? &entry.data : nullptr);
+  if (arrived) post_pool_slot(slot);
   deliver_matched();
 }
 
@@ -190,8 +213,9 @@ void Endpoint::deliver_matched() {
     OpContext* op = done.context;
     if (op == nullptr || op->target == nullptr) return;
     if (done.error == 0) {
-      uint64_t size = done.length;  // what the provider's immediate would say
-      op->target->on_complete(op->slot, done.length, &size);
+      // Plain messages: what the sender's immediate would have said (the size).
+      uint64_t data = done.has_data ? done.data : done.length;
+      op->target->on_complete(op->slot, done.length, &data);
     } else {
       op->target->on_error(op->slot, done.error, done.overflow,
                            done.error == kTruncated ? "message truncated" : "cancelled");

@@ -61,7 +61,7 @@ ssize_t Endpoint::inject_now(const void* buffer, size_t size, uint64_t data, fi_
 ssize_t Endpoint::receive(void* buffer, size_t size, void* descriptor, uint64_t tag,
                           OpContext* context) {
   std::lock_guard<std::mutex> lock(io_mutex_);
-  if (weft_matching_) {
+  if (pooled_) {
     // Completed by a later poll(), also when a held message matches now.
     int released = -1;
     matcher_->post(tag, buffer, size, context, &released);
@@ -74,7 +74,7 @@ ssize_t Endpoint::receive(void* buffer, size_t size, void* descriptor, uint64_t 
 
 void Endpoint::cancel(OpContext* context) {
   std::lock_guard<std::mutex> lock(io_mutex_);
-  if (weft_matching_) {
+  if (pooled_) {
     // Not found: it matched already and its completion is on its way.
     matcher_->cancel(context);
     return;

@@ -34,6 +34,8 @@ MessageMatcher::MessageMatcher(int pool_slots, uint8_t* pool, size_t slot_size)
     : pool_(pool),
       slot_size_(slot_size),
       held_length_(static_cast<size_t>(pool_slots), 0),
+      held_has_data_(static_cast<size_t>(pool_slots), 0),
+      held_data_(static_cast<size_t>(pool_slots), 0),
       held_next_(static_cast<size_t>(pool_slots), -1) {
   // Every pool slot may carry a completion, and so may each cancellation.
   completions_.reserve(static_cast<size_t>(pool_slots) * 2);
@@ -50,14 +52,18 @@ int MessageMatcher::new_posted() {
   return static_cast<int>(posted_.size()) - 1;
 }
 
-void MessageMatcher::complete(const Posted& posted, const uint8_t* bytes, size_t length) {
+void MessageMatcher::complete(const Posted& posted, int slot, size_t length) {
+  const auto at = static_cast<size_t>(slot);
   Completion completion;
   completion.context = posted.context;
+  posted.context->matcher_index = -1;
+  completion.has_data = held_has_data_[at] != 0;
+  completion.data = held_data_[at];
   if (length > posted.size) {
     completion.error = kTruncated;
     completion.overflow = length - posted.size;
   } else {
-    if (length > 0) std::memcpy(posted.buffer, bytes, length);
+    if (length > 0) std::memcpy(posted.buffer, pool_ + at * slot_size_, length);
     completion.length = length;
   }
   completions_.push_back(completion);
@@ -77,13 +83,13 @@ void MessageMatcher::post(uint64_t tag, void* buffer, size_t size, OpContext* co
     queues.held_head = held_next_[static_cast<size_t>(slot)];
     if (queues.held_head < 0) queues.held_tail = -1;
     --held_;
-    complete(posted, pool_ + static_cast<size_t>(slot) * slot_size_,
-             held_length_[static_cast<size_t>(slot)]);
+    complete(posted, slot, held_length_[static_cast<size_t>(slot)]);
     *released = slot;
     return;
   }
   int index = new_posted();
   posted_[static_cast<size_t>(index)] = posted;
+  context->matcher_index = index;
   if (queues.posted_tail >= 0) {
     posted_[static_cast<size_t>(queues.posted_tail)].next = index;
   } else {
@@ -92,18 +98,20 @@ void MessageMatcher::post(uint64_t tag, void* buffer, size_t size, OpContext* co
   queues.posted_tail = index;
 }
 
-bool MessageMatcher::arrive(uint64_t tag, int slot, size_t length) {
+bool MessageMatcher::arrive(uint64_t tag, int slot, size_t length, const uint64_t* data) {
   if (open_ids_.count(static_cast<uint32_t>(tag & kMaxCompactId)) == 0) {
     ++dropped_;
     return true;
   }
+  held_has_data_[static_cast<size_t>(slot)] = data != nullptr;
+  held_data_[static_cast<size_t>(slot)] = data != nullptr ? *data : 0;
   Queues& queues = queues_[tag];
   if (queues.posted_head >= 0) {
     int index = queues.posted_head;
     Posted& posted = posted_[static_cast<size_t>(index)];
     queues.posted_head = posted.next;
     if (queues.posted_head < 0) queues.posted_tail = -1;
-    complete(posted, pool_ + static_cast<size_t>(slot) * slot_size_, length);
+    complete(posted, slot, length);
     posted = Posted{};
     posted.next = free_posted_;
     free_posted_ = index;
@@ -142,34 +150,36 @@ void MessageMatcher::close_id(uint32_t id, std::vector<int>* released) {
 }
 
 bool MessageMatcher::cancel(OpContext* context) {
-  for (size_t i = 0; i < posted_.size(); ++i) {
-    if (posted_[i].context != context) continue;
-    auto found = queues_.find(posted_[i].tag);
-    if (found == queues_.end()) return false;
-    Queues& queues = found->second;
-    int index = static_cast<int>(i), previous = -1;
-    for (int at = queues.posted_head; at >= 0;
-         previous = at, at = posted_[static_cast<size_t>(at)].next) {
-      if (at != index) continue;
-      int next = posted_[i].next;
-      if (previous < 0) {
-        queues.posted_head = next;
-      } else {
-        posted_[static_cast<size_t>(previous)].next = next;
-      }
-      if (queues.posted_tail == index) queues.posted_tail = previous;
-      Completion completion;
-      completion.context = context;
-      completion.error = FI_ECANCELED;
-      completions_.push_back(completion);
-      posted_[i] = Posted{};
-      posted_[i].next = free_posted_;
-      free_posted_ = index;
-      // A closed comm's tags do not come back: forget them when idle.
-      if (queues.posted_head < 0 && queues.held_head < 0) queues_.erase(found);
-      return true;
-    }
+  const int index = context->matcher_index;
+  if (index < 0 || static_cast<size_t>(index) >= posted_.size() ||
+      posted_[static_cast<size_t>(index)].context != context) {
     return false;
+  }
+  Posted& entry = posted_[static_cast<size_t>(index)];
+  auto found = queues_.find(entry.tag);
+  if (found == queues_.end()) return false;
+  Queues& queues = found->second;
+  int previous = -1;
+  for (int at = queues.posted_head; at >= 0;
+       previous = at, at = posted_[static_cast<size_t>(at)].next) {
+    if (at != index) continue;
+    if (previous < 0) {
+      queues.posted_head = entry.next;
+    } else {
+      posted_[static_cast<size_t>(previous)].next = entry.next;
+    }
+    if (queues.posted_tail == index) queues.posted_tail = previous;
+    Completion completion;
+    completion.context = context;
+    completion.error = FI_ECANCELED;
+    completions_.push_back(completion);
+    context->matcher_index = -1;
+    entry = Posted{};
+    entry.next = free_posted_;
+    free_posted_ = index;
+    // A closed comm's tags do not come back: forget them when idle.
+    if (queues.posted_head < 0 && queues.held_head < 0) queues_.erase(found);
+    return true;
   }
   return false;
 }

@@ -1,10 +1,14 @@
-// Tag matching done by weft, for fabrics without FI_TAGGED (efa's
-// efa-direct). The RDMA protocol's connection, clear-to-send and eager
-// messages then travel as plain messages carrying a compact form of their
-// tag in remote CQ data; the endpoint keeps a pool of receive buffers, and
-// this matcher pairs each arrival with the oldest receive posted for its
-// tag, as the provider would. A message with no receive posted yet stays in
-// its pool buffer until one is (the provider's unexpected queue).
+// Tag matching done by weft for the RDMA protocol's connection,
+// clear-to-send and eager messages. The endpoint keeps one pool of receive
+// buffers for all of them, whatever comm they are for, so that a thousand
+// comms do not each keep receives posted in the provider's receive queue
+// (shm has 1024 per endpoint). This matcher pairs each arrival with the
+// oldest receive posted for its tag, as the provider would. A message with
+// no receive posted yet stays in its pool buffer until one is (the
+// provider's unexpected queue). On fabrics without FI_TAGGED (efa's
+// efa-direct) these messages are plain ones with a compact form of their
+// tag in remote CQ data; elsewhere they are tagged, and the pool's tagged
+// receives take any tag.
 //
 // Plain logic, no libfabric calls: the endpoint posts and reposts the pool
 // buffers and delivers the completions this matcher queues. Nothing here
@@ -34,8 +38,10 @@ class MessageMatcher {
   struct Completion {
     OpContext* context = nullptr;
     size_t length = 0;
-    int error = 0;        // 0, kTruncated or FI_ECANCELED
-    size_t overflow = 0;  // bytes beyond the posted size
+    int error = 0;          // 0, kTruncated or FI_ECANCELED
+    size_t overflow = 0;    // bytes beyond the posted size
+    bool has_data = false;  // the message's remote CQ data (tagged messages)
+    uint64_t data = 0;
   };
 
   // Pool buffer `slot` begins at pool + slot * slot_size.
@@ -44,12 +50,14 @@ class MessageMatcher {
   // A receive posted for `tag`. When a held message matches, it is copied
   // and its pool slot is returned in `released` (else -1).
   void post(uint64_t tag, void* buffer, size_t size, OpContext* context, int* released);
-  // A message of `length` bytes for `tag` arrived in pool slot `slot`.
-  // True when it was delivered and the slot can be posted again; false
-  // when the matcher holds it for a later receive.
-  bool arrive(uint64_t tag, int slot, size_t length);
+  // A message of `length` bytes for `tag` arrived in pool slot `slot`,
+  // with remote CQ data `data` when not null. True when it was delivered
+  // and the slot can be posted again; false when the matcher holds it for
+  // a later receive.
+  bool arrive(uint64_t tag, int slot, size_t length, const uint64_t* data = nullptr);
   // Removes a posted receive, queuing its cancellation. False when the
-  // context is not posted here (already matched).
+  // context is not posted here (already matched). Finds it through the
+  // context, not by a scan: closing ten thousand comms cancels all theirs.
   bool cancel(OpContext* context);
 
   // Every tag addressed to this endpoint names an id this endpoint gave out
@@ -85,13 +93,15 @@ class MessageMatcher {
     int held_head = -1, held_tail = -1;      // pool slots, linked by held_next_
   };
 
-  void complete(const Posted& posted, const uint8_t* bytes, size_t length);
+  void complete(const Posted& posted, int slot, size_t length);
   int new_posted();
 
   uint8_t* pool_;
   size_t slot_size_;
   std::vector<size_t> held_length_;  // by pool slot
-  std::vector<int> held_next_;       // by pool slot
+  std::vector<uint8_t> held_has_data_;
+  std::vector<uint64_t> held_data_;
+  std::vector<int> held_next_;  // by pool slot
   std::vector<Posted> posted_;
   int free_posted_ = -1;
   int held_ = 0;

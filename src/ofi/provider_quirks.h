@@ -64,9 +64,13 @@ bool injects_done_on_return(const fi_info* info);
 // still sends to it (under the rdma protocol, the clear-to-send of a
 // receive posted while an eager message was on its way), the peer's kernel
 // gets a reset and its provider drops what it had not read from the
-// socket: a message reported sent never arrives. There a send comm's close
-// first waits, briefly, for the clear-to-sends its eager messages still
-// expect (RdmaSendPath::awaits_clear_to_send). Asking for delivery
+// socket: a message reported sent never arrives. There a send comm that
+// closes while its eager messages still expect clear-to-sends
+// (RdmaSendPath::awaits_clear_to_send) has its endpoint, when that closes,
+// read completions a moment longer (Endpoint::expect_late_messages): once
+// per endpoint, not per comm, which ten thousand comms could not afford.
+// Until then the peer's messages to a closed comm land in the endpoint's
+// message pool and are dropped. Asking for delivery
 // completion instead made every send wait for an acknowledgement: twice
 // the 8-byte latency on tcp.
 bool completes_before_delivery(const std::string& provider);

@@ -177,19 +177,12 @@ bool OfiSendComm::in_flight() {
   return false;
 }
 
-void OfiSendComm::before_close(int timeout_ms) {
-  RdmaSendPath* rdma = path_.get<RdmaSendPath>();
-  if (rdma == nullptr || !completes_before_delivery(endpoint().provider_name())) return;
-  // A clear-to-send already on its way arrives within a few round trips;
-  // one that never comes (the receiver had those messages before it posted
-  // their receives, and skipped it) costs the whole wait.
-  constexpr int kSettleMs = 100;
-  struct PathPoller final : Poller {
-    explicit PathPoller(RdmaSendPath* owner) : path(owner) {}
-    ncclResult_t poll() override { return path->progress(); }  // fails: no peer to wait for
-    RdmaSendPath* path;
-  } poller(rdma);
-  drain(poller, std::min(timeout_ms, kSettleMs), [rdma] { return !rdma->awaits_clear_to_send(); });
+void OfiSendComm::before_close(int) {
+  const RdmaSendPath* rdma = path_.get<RdmaSendPath>();
+  if (rdma != nullptr && rdma->awaits_clear_to_send() &&
+      completes_before_delivery(endpoint().provider_name())) {
+    endpoint().expect_late_messages();
+  }
 }
 
 void OfiSendComm::cancel_receives() {

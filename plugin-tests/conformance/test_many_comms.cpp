@@ -1,0 +1,258 @@
+// A thousand comm pairs open at once between two processes, as a large
+// job's alltoall opens them: every comm moves checked bytes, posted in
+// opposite orders on the two sides; then a few comms stay busy with many
+// requests and grouped receives while the others idle.
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+
+#include "net_ops.h"
+#include "pattern.h"
+#include "proc_usage.h"
+#include "two_rank.h"
+
+using namespace weft;
+using namespace weft::ft;
+
+namespace {
+
+// WEFT_TEST_COMMS (default 1024), or fewer when the plugin's maxComms says so.
+int comms_wanted(NetClient& c) {
+  long n = 1024;
+  if (const char* s = std::getenv("WEFT_TEST_COMMS"); s && *s) n = std::strtol(s, nullptr, 10);
+  NetDeviceInfo info;
+  FT_OK(c.properties(test_device(c), &info));
+  return static_cast<int>(std::clamp<long>(n, 1, info.max_comms));
+}
+
+// The native verbs transport keeps a socket per listen and per comm (its
+// side channel), more than the usual soft limit of 1024 fds at 1024 comms:
+// raise it to the hard limit, as a job with many comms must
+// (docs/conformance.md).
+void raise_fd_limit() {
+  rlimit limit{};
+  if (::getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur >= limit.rlim_max) return;
+  limit.rlim_cur = limit.rlim_max;
+  ::setrlimit(RLIMIT_NOFILE, &limit);
+}
+
+int newest_selected_version() {
+  for (int v = 12; v >= 6; --v)
+    if (abi_version_selected(v)) return v;
+  return 0;
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// One comm's share of a round: `count` messages (one group of `count`
+// receives when grouped), sizes from `size_of(k)`.
+struct Share {
+  int comm = 0;
+  int count = 0;
+  bool grouped = false;
+};
+
+constexpr size_t kSmall = 4096;
+// The busy comms: many requests in flight, eager and written sizes mixed.
+constexpr int kBusyComms = 8, kBusyDepth = 8;
+size_t busy_size(int comm, int k) {
+  return (k % 2 == 0) ? kSmall + static_cast<size_t>(comm) : (256u << 10) + 7 * comm;
+}
+// Every 16th comm after them: one grouped receive of small and large.
+size_t grouped_size(int comm, int k) {
+  return k == 0 ? 100 + static_cast<size_t>(comm) : (96u << 10) + static_cast<size_t>(comm);
+}
+
+std::vector<Share> shares_of(int round, int comms, int max_recvs) {
+  std::vector<Share> out;
+  if (round == 0) {
+    for (int i = 0; i < comms; ++i) out.push_back({i, 1, false});
+    return out;
+  }
+  for (int i = 0; i < std::min(kBusyComms, comms); ++i) out.push_back({i, kBusyDepth, false});
+  for (int i = kBusyComms; i < comms; i += 16) out.push_back({i, std::min(2, max_recvs), true});
+  return out;
+}
+
+size_t size_of(int round, int comm, int k) {
+  if (round == 0) return kSmall;
+  return comm < kBusyComms ? busy_size(comm, k) : grouped_size(comm, k);
+}
+
+uint64_t seed_of(int round, int comm, int k) {
+  return pattern_seed(round * 1000003 + comm, k);
+}
+
+// Every message of a round, one buffer and registration per message.
+struct RoundBuffers {
+  std::vector<Buffer> bufs;
+  std::vector<std::unique_ptr<Mr>> mrs;
+  // index of share s, message k: first[s] + k
+  std::vector<size_t> first;
+};
+
+RoundBuffers round_buffers(NetClient& c, const std::vector<void*>& comms,
+                           const std::vector<Share>& shares, int round, bool fill) {
+  RoundBuffers rb;
+  for (const Share& sh : shares) {
+    rb.first.push_back(rb.bufs.size());
+    for (int k = 0; k < sh.count; ++k) {
+      const size_t size = size_of(round, sh.comm, k);
+      rb.bufs.emplace_back(size);
+      Buffer& b = rb.bufs.back();
+      if (fill)
+        fill_pattern(b.data(), size, seed_of(round, sh.comm, k));
+      else
+        b.poison();
+      rb.mrs.push_back(std::make_unique<Mr>(c, comms[sh.comm], b.data(), size));
+    }
+  }
+  return rb;
+}
+
+void report(const char* side, int comms, double connect_s, const ProcUsage& before,
+            const ProcUsage& after) {
+  std::printf(
+      "%s: %d comms connected in %.2f s (%.0f/s); per comm: %.1f KiB resident, %.2f fds "
+      "(%ld -> %ld fds, %ld -> %ld KiB)\n",
+      side, comms, connect_s, comms / std::max(connect_s, 1e-9),
+      static_cast<double>(after.rss_kib - before.rss_kib) / comms,
+      static_cast<double>(after.fds - before.fds) / comms, before.fds, after.fds, before.rss_kib,
+      after.rss_kib);
+  std::fflush(stdout);
+}
+
+}  // namespace
+
+TEST_CASE("WEFT_TEST_COMMS (1024) comm pairs at once: every comm moves checked bytes",
+          "[comms1024]") {
+  const int v = newest_selected_version();
+  if (v == 0) return;
+  INFO("ABI v" << v);
+
+  auto r = run_two(
+      [&](Rank& rk) {  // receiver: listens, accepts driven round-robin
+        raise_fd_limit();
+        auto c = open_plugin(v);
+        const int dev = test_device(*c);
+        const int comms = comms_wanted(*c);
+        NetDeviceInfo info;
+        FT_OK(c->properties(dev, &info));
+        std::vector<void*> lcs(comms), rcs(comms, nullptr);
+        std::vector<Handle> hs(comms);
+        for (int i = 0; i < comms; ++i) lcs[i] = do_listen(*c, dev, hs[i]);
+        rk.peer->send_bytes(hs.data(), sizeof(Handle) * hs.size());
+        const ProcUsage before = proc_usage();
+        const auto t0 = std::chrono::steady_clock::now();
+        for (int left = comms; left > 0;) {
+          for (int i = 0; i < comms; ++i) {
+            if (rcs[i]) continue;
+            FT_OK(c->accept(lcs[i], &rcs[i]));
+            if (rcs[i]) {
+              FT_OK(c->close_listen(lcs[i]));
+              --left;
+            }
+          }
+          FT_DEADLINE("accepting comms (" + std::to_string(left) + " of " + std::to_string(comms) +
+                      " left)");
+        }
+        report("receiver", comms, seconds_since(t0), before, proc_usage());
+        for (int round = 0; round < 2; ++round) {
+          const auto shares = shares_of(round, comms, info.max_recvs);
+          RoundBuffers rb = round_buffers(*c, rcs, shares, round, false);
+          std::vector<Pending> reqs;
+          std::vector<std::pair<size_t, int>> checks;  // (share, first message) per request
+          for (size_t s = 0; s < shares.size(); ++s) {
+            const Share& sh = shares[s];
+            const int per_request = sh.grouped ? sh.count : 1;
+            for (int k = 0; k < sh.count; k += per_request) {
+              void* data[8];
+              size_t sizes[8];
+              int tags[8];
+              void* mhs[8];
+              for (int e = 0; e < per_request; ++e) {
+                const size_t m = rb.first[s] + static_cast<size_t>(k + e);
+                data[e] = rb.bufs[m].data();
+                sizes[e] = rb.bufs[m].size();
+                tags[e] = k + e;
+                mhs[e] = rb.mrs[m]->get();
+              }
+              Pending p;
+              p.what = "round " + std::to_string(round) + " comm " + std::to_string(sh.comm) +
+                       " receive " + std::to_string(k);
+              p.req = post_irecv(*c, rcs[sh.comm], per_request, data, sizes, tags, mhs,
+                                 [&] { progress(*c, reqs); });
+              reqs.push_back(std::move(p));
+              checks.emplace_back(s, k);
+            }
+          }
+          wait_all(*c, reqs);
+          for (size_t q = 0; q < reqs.size(); ++q) {
+            const auto [s, k] = checks[q];
+            const Share& sh = shares[s];
+            const int per_request = sh.grouped ? sh.count : 1;
+            for (int e = 0; e < per_request; ++e) {
+              const size_t m = rb.first[s] + static_cast<size_t>(k + e);
+              const size_t sent = size_of(round, sh.comm, k + e);
+              check_received(rb.bufs[m], reqs[q].sizes[e], sent, sent,
+                             seed_of(round, sh.comm, k + e),
+                             reqs[q].what + " entry " + std::to_string(e));
+            }
+          }
+          rk.peer->sync("round");
+        }
+        for (void* rc : rcs) FT_OK(c->close_recv(rc));
+        FT_OK(c->finalize());
+      },
+      [&](Rank& rk) {  // sender: connects round-robin, posts in reverse comm order
+        raise_fd_limit();
+        auto c = open_plugin(v);
+        const int dev = test_device(*c);
+        const int comms = comms_wanted(*c);
+        NetDeviceInfo info;
+        FT_OK(c->properties(dev, &info));
+        std::vector<Handle> hs(comms);
+        rk.peer->recv_bytes(hs.data(), sizeof(Handle) * hs.size());
+        std::vector<void*> scs(comms, nullptr);
+        const ProcUsage before = proc_usage();
+        const auto t0 = std::chrono::steady_clock::now();
+        for (int left = comms; left > 0;) {
+          for (int i = 0; i < comms; ++i) {
+            if (scs[i]) continue;
+            FT_OK(c->connect(dev, hs[i].bytes, &scs[i]));
+            if (scs[i]) --left;
+          }
+          FT_DEADLINE("connecting comms (" + std::to_string(left) + " of " + std::to_string(comms) +
+                      " left)");
+        }
+        report("sender", comms, seconds_since(t0), before, proc_usage());
+        for (int round = 0; round < 2; ++round) {
+          const auto shares = shares_of(round, comms, info.max_recvs);
+          RoundBuffers rb = round_buffers(*c, scs, shares, round, true);
+          std::vector<Pending> reqs;
+          for (size_t s = shares.size(); s-- > 0;) {
+            const Share& sh = shares[s];
+            for (int k = 0; k < sh.count; ++k) {
+              const size_t m = rb.first[s] + static_cast<size_t>(k);
+              Pending p;
+              p.what = "round " + std::to_string(round) + " comm " + std::to_string(sh.comm) +
+                       " send " + std::to_string(k);
+              p.req = post_isend(*c, scs[sh.comm], rb.bufs[m].data(), rb.bufs[m].size(), k,
+                                 rb.mrs[m]->get(), [&] { progress(*c, reqs); });
+              reqs.push_back(std::move(p));
+            }
+          }
+          wait_all(*c, reqs);
+          rk.peer->sync("round");
+        }
+        for (void* sc : scs) FT_OK(c->close_send(sc));
+        FT_OK(c->finalize());
+      });
+  REQUIRE_RANKS(r);
+}
