@@ -23,6 +23,15 @@ fails=0
 fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
 short=(--min-bytes 0 --max-bytes 256K --step-factor 64 --iters 40 --warmup 2 --timeout 60 --quiet)
 
+echo "== latency with 64 idle comm pairs open beside the one in use"
+if "$PERF" --plugin "$PLUGIN" --test latency --idle-comms 64 "${short[@]}" \
+    >"$tmp/idle.txt" 2>"$tmp/err.txt"; then
+  grep -q "idle_comms: 64" "$tmp/idle.txt" || fail "the run does not say it had 64 idle comms"
+  grep -q "received bytes verified: all" "$tmp/idle.txt" || fail "bytes not verified (idle comms)"
+else
+  cat "$tmp/err.txt"; fail "run with idle comms failed"
+fi
+
 echo "== every test, plugin vs raw, 2 comms on 2 threads"
 if "$PERF" --plugin "$PLUGIN" --test all --comms 2 --threads 2 --vs-raw "$PROV" "${raw_domain[@]}" \
     "${short[@]}" >"$tmp/table.txt" 2>"$tmp/err.txt"; then

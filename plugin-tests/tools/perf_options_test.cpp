@@ -126,6 +126,8 @@ TEST_CASE("test lists, comms, threads, groups and raw operations") {
   CHECK(o.group == 2);
   CHECK(o.rate_max_bytes == 4096);
   CHECK(o.min_bytes == 0);
+  CHECK(o.idle_comms == 0);
+  CHECK(parse({"--idle-comms", "10000"}).idle_comms == 10000);
   CHECK(parse({"--mem", "host"}).role == Role::local);
   Options w = parse({"--raw-ofi", "shm", "--raw-op", "write"});
   CHECK(w.raw_op == RawOp::write);
@@ -140,6 +142,8 @@ TEST_CASE("bad command lines are usage errors") {
   bad({"--bogus"});
   bad({"--abi", "5"});
   bad({"--abi", "13"});
+  bad({"--idle-comms", "-1"});
+  bad({"--idle-comms", "100001"});
   bad({"--server", "--client", "h"});
   bad({"--min-bytes", "1M", "--max-bytes", "1K"});
   bad({"--test", "rates"});

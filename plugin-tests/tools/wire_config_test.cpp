@@ -52,6 +52,8 @@ TEST_CASE("rank 1 refuses a configuration it would size memory and threads from"
   bad([](WireConfig& c) { c.depth = 100000; }, "iterations or depth");
   bad([](WireConfig& c) { c.comms = 1000000; }, "comms/threads");
   bad([](WireConfig& c) { c.threads = 3; }, "comms/threads");
+  bad([](WireConfig& c) { c.idle_comms = -1; }, "idle comms");
+  bad([](WireConfig& c) { c.idle_comms = 100001; }, "idle comms");
   bad([](WireConfig& c) { c.group = -1; }, "group");
   bad([](WireConfig& c) { c.raw_op = 7; }, "raw operation");
   bad([](WireConfig& c) { c.tests = 0; }, "tests");

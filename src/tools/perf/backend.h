@@ -33,6 +33,8 @@ using Facts = std::vector<std::pair<std::string, std::string>>;
 
 // Largest receive group weft-perf posts (--group's bound).
 inline constexpr int kMaxGroup = 64;
+// --idle-comms: comm pairs open beside the ones in use.
+inline constexpr int kMaxIdleComms = 100000;
 
 class Backend {
  public:

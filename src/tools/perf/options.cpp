@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <limits>
 
+#include "backend.h"
 #include "errors.h"
 
 namespace weft::perf {
@@ -278,6 +279,9 @@ Tests:
                          most --iters pairs, at least 10, about 1 s each.
   --comms N            comms (NCCL channels) to the peer, 1..256 (default 1);
                        bandwidth tests use all of them, latency comm 0
+  --idle-comms N       open N more comm pairs (0..100000, default 0) that stay
+                       idle through the plugin's run: what many open comms
+                       cost the ones in use (test() must not scan them)
   --threads N          threads driving the comms, comm c on thread c % N
                        (default 1, at most --comms)
   --group N            grouped: only n = N (1..maxRecvs)
@@ -423,6 +427,8 @@ std::optional<Options> parse_options(int argc, char** argv, const std::string& d
       o.dmabuf = true;
     } else if (arg == "--comms") {
       o.comms = int_in_range(arg, next(), 1, 256);
+    } else if (arg == "--idle-comms") {
+      o.idle_comms = int_in_range(arg, next(), 0, kMaxIdleComms);
     } else if (arg == "--threads") {
       o.threads = int_in_range(arg, next(), 1, 256);
     } else if (arg == "--group") {

@@ -69,9 +69,10 @@ struct Options {
   size_t iter_bytes = size_t{4} << 30;    // caps iters * size per size step
   size_t buffer_bytes = size_t{4} << 20;  // slots per size step (NCCL_BUFFSIZE-like)
   int depth = 32;
-  int comms = 1;    // channels to the peer (NCCL: one comm pair per channel)
-  int threads = 1;  // threads driving them, comm c on thread c % threads
-  int group = 0;    // grouped: receives per request; 0 = 1, 2, 4 .. maxRecvs
+  int comms = 1;       // channels to the peer (NCCL: one comm pair per channel)
+  int idle_comms = 0;  // more comm pairs, open and idle through the run (plugin only)
+  int threads = 1;     // threads driving them, comm c on thread c % threads
+  int group = 0;       // grouped: receives per request; 0 = 1, 2, 4 .. maxRecvs
   size_t rate_max_bytes = size_t{64} << 10;  // rate: largest size measured
   bool check = true;
   // reg: its own sweep (the --min-bytes/--max-bytes/--step-factor given, else

@@ -55,6 +55,7 @@ void agree(int rank, Bootstrap& boot, Options& opts) {
     c.depth = opts.depth;
     c.check = opts.check;
     c.comms = opts.comms;
+    c.idle_comms = opts.idle_comms;
     c.threads = opts.threads;
     c.group = opts.group;
     c.raw_op = static_cast<int32_t>(opts.raw_op);
@@ -83,6 +84,7 @@ void agree(int rank, Bootstrap& boot, Options& opts) {
     opts.depth = c.depth;
     opts.check = c.check != 0;
     opts.comms = c.comms;
+    opts.idle_comms = c.idle_comms;
     opts.threads = c.threads;
     opts.group = c.group;
     opts.raw_op = static_cast<RawOp>(c.raw_op);
@@ -138,7 +140,8 @@ RunResult measure(int rank, Bootstrap& boot, const Options& opts, Backend& backe
                     " exceeds the transport's largest message (" +
                     std::to_string(backend.max_message_bytes()) + " bytes)");
   }
-  backend.connect(boot, opts.comms);
+  // Idle comms come after the ones in use; the patterns never touch them.
+  backend.connect(boot, plugin ? opts.comms + opts.idle_comms : opts.comms);
   const int max_recvs = agreed_max_recvs(boot, backend);
   if (opts.runs(TestKind::grouped) && opts.group > max_recvs) {
     throw PerfError("--group " + std::to_string(opts.group) + " exceeds maxRecvs " +
@@ -164,6 +167,9 @@ RunResult measure(int rank, Bootstrap& boot, const Options& opts, Backend& backe
   run.facts = backend.describe();
   run.facts.emplace_back("depth", std::to_string(opts.depth));
   run.facts.emplace_back("comms", std::to_string(opts.comms));
+  if (plugin && opts.idle_comms > 0) {
+    run.facts.emplace_back("idle_comms", std::to_string(opts.idle_comms));
+  }
   run.facts.emplace_back("threads", std::to_string(opts.threads));
   run.facts.emplace_back("check", opts.check ? "on" : "off");
   run.facts.emplace_back("mem", opts.mem == MemType::cuda ? "cuda" : "host");
@@ -259,6 +265,7 @@ void check_config(const WireConfig& c, const std::string& peer) {
   if (!(c.step_factor > 1.0 && c.step_factor <= 1024)) bad = "step factor";
   if (c.iters < 1 || c.warmup < 0 || c.depth < 1 || c.depth > 1024) bad = "iterations or depth";
   if (c.comms < 1 || c.comms > 256 || c.threads < 1 || c.threads > c.comms) bad = "comms/threads";
+  if (c.idle_comms < 0 || c.idle_comms > kMaxIdleComms) bad = "idle comms";
   if (c.group < 0 || c.group > kMaxGroup) bad = "group";
   if (c.raw_op != static_cast<int32_t>(RawOp::tagged) &&
       c.raw_op != static_cast<int32_t>(RawOp::write)) {

@@ -18,6 +18,7 @@ struct WireConfig {
   double reg_step_factor;
   int32_t mem;     // MemType
   int32_t dmabuf;  // 1: regMrDmaBuf (mem cuda only)
+  int32_t idle_comms;
 };
 
 // Throws PerfError naming the peer and what is out of range.
