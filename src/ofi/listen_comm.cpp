@@ -4,6 +4,7 @@
 #include <rdma/fi_tagged.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 
 #include "ofi/provider_quirks.h"
@@ -36,10 +37,22 @@ ncclResult_t OfiListenComm::start() {
 ncclResult_t OfiListenComm::post_request_receive() {
   arrived_.store(false, std::memory_order_relaxed);
   error_.store(0, std::memory_order_relaxed);
+  // EAGAIN that lasts means the provider's receive queue is full, e.g. of
+  // thousands of listens' receives (tagged protocol): an error, not a spin.
+  constexpr auto kFullFor = std::chrono::seconds(2);
+  const auto deadline = std::chrono::steady_clock::now() + kFullFor;
   for (;;) {
     ssize_t rc = endpoint_->receive(buffer_, sizeof(buffer_), descriptor_of(region_),
                                     connect_tag(listen_id_), &op_);
     if (rc == 0) break;
+    if (rc == -FI_EAGAIN && std::chrono::steady_clock::now() > deadline) {
+      WEFT_WARN(
+          "%s: posting the connect-request receive failed: the provider's receive queue stayed "
+          "full for %lld s; each listening comm keeps a receive posted until it accepts, and "
+          "every posted receive of the tagged protocol takes an entry (docs/scale.md)",
+          endpoint_->device_name().c_str(), static_cast<long long>(kFullFor.count()));
+      return ncclSystemError;
+    }
     if (rc != -FI_EAGAIN) {
       WEFT_WARN("%s: posting the connect-request receive failed: %s",
                 endpoint_->device_name().c_str(), fi_strerror((int)-rc));
