@@ -15,7 +15,9 @@
 #include <thread>
 #include <vector>
 
+#include "backend.h"
 #include "errors.h"
+#include "nccl/types.h"
 
 namespace weft::perf {
 namespace {
@@ -25,7 +27,9 @@ struct Header {
   uint32_t len;
 };
 
-constexpr uint32_t kMaxPayload = 1 << 20;
+// The largest message: the listen handles of every comm, idle ones included.
+constexpr uint32_t kMaxPayload = 16u << 20;
+static_assert(kMaxPayload >= (256u + kMaxIdleComms) * NCCL_NET_HANDLE_MAXSIZE);
 
 std::string errno_text(int err) {
   return std::string(strerror(err));
