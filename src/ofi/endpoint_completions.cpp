@@ -191,6 +191,14 @@ void Endpoint::receive_message(const fi_cq_tagged_entry& entry, int slot) {
     post_pool_slot(slot);
     return;
   }
+  // A tagged message that is no control message (a hostile or confused
+  // peer) would otherwise be held for a receive never posted, using up
+  // the pool: drop it, as a message for a closed id is.
+  uint32_t control = 0;
+  if (!weft_matching_ && !compact_tag(entry.tag, &control)) {
+    post_pool_slot(slot);
+    return;
+  }
   // Under weft's matching the CQ data is the compact tag, not the sender's.
   const bool arrived =
       weft_matching_
