@@ -23,6 +23,13 @@ bool any_rail_without_write_lengths(const std::vector<Endpoint*>& rails) {
   return false;
 }
 
+// The largest clear-to-send this connection encodes; a test that makes it
+// claim one rail more needs room for it.
+size_t cts_storage_size(size_t rails, WireMutation mutation) {
+  if (mutation == WireMutation::kCtsRails) rails = std::min<size_t>(rails + 1, kMaxRails);
+  return cts_size(kRdmaMaxEntries, static_cast<int>(rails));
+}
+
 }  // namespace
 
 RdmaRecvPath::RdmaRecvPath(std::vector<Endpoint*> rails, PathPeer peer, size_t eager_size,
@@ -35,6 +42,9 @@ RdmaRecvPath::RdmaRecvPath(std::vector<Endpoint*> rails, PathPeer peer, size_t e
       bounce_stride_((kEagerHeaderSize + eager_size + 63) & ~size_t{63}),
       bounces_(new Bounce[static_cast<size_t>(bounce_count)]),
       bounce_count_(bounce_count),
+      cts_stride_(cts_storage_size(rails_.size(), rails_[0]->wire_mutation())),
+      unsent_cts_(kRdmaSlots * cts_stride_),
+      cts_buffers_(kRdmaSlots * cts_stride_),
       needs_notices_(any_rail_without_write_lengths(rails_)) {
   const uint32_t window = eager_ahead(endpoint_.weft_matching());
   deferrable_entries_ = static_cast<int>(std::min<uint32_t>(kRdmaMaxEntries, window / 2));
@@ -51,10 +61,7 @@ RdmaRecvPath::RdmaRecvPath(std::vector<Endpoint*> rails, PathPeer peer, size_t e
   for (int i = 0; i < bounce_count_; ++i) {
     bounces_[i].op.target = this;
     bounces_[i].op.slot = static_cast<uint32_t>(i);
-  }
-  for (uint32_t i = 0; i < kRdmaSlots * kRdmaMaxEntries; ++i) {
-    copy_ops_[i].target = &copy_target_;
-    copy_ops_[i].slot = i;
+    bounces_[i].copy_op.target = &copy_target_;
   }
   for (uint32_t i = 0; i < kRdmaSlots; ++i) {
     cts_sends_[i].op.target = &cts_target_;
@@ -75,8 +82,8 @@ ncclResult_t RdmaRecvPath::start() {
   ncclResult_t result = register_memory(endpoint_, bounce_memory_.data(), bounce_memory_.size(),
                                         MemorySource{}, &bounce_region_);
   if (result != ncclSuccess) return result;
-  result =
-      register_memory(endpoint_, cts_buffers_, sizeof(cts_buffers_), MemorySource{}, &cts_region_);
+  result = register_memory(endpoint_, cts_buffers_.data(), cts_buffers_.size(), MemorySource{},
+                           &cts_region_);
   if (result != ncclSuccess) return result;
   for (size_t r = 0; r < rails_.size(); ++r) {
     write_targets_[r] = rails_[r]->attach_write_target(this);
@@ -183,7 +190,7 @@ ncclResult_t RdmaRecvPath::irecv(int n, void** data, const size_t* sizes, const 
   }
   if (endpoint_.wire_mutation() != WireMutation::kNone) [[unlikely]]
     mutate_cts(endpoint_.wire_mutation(), &cts);
-  encode_cts(cts, unsent_cts_[s]);
+  encode_cts(cts, unsent_cts(s));
   next_index_ += static_cast<uint32_t>(n);
   ++next_group_;
   *request = req;
@@ -205,7 +212,7 @@ ncclResult_t RdmaRecvPath::irecv(int n, void** data, const size_t* sizes, const 
 
 bool RdmaRecvPath::send_cts(int s) {
   RecvRequest* req = slots_[s].request;
-  const uint8_t* bytes = unsent_cts_[s];
+  const uint8_t* bytes = unsent_cts(s);
   const size_t cts_bytes = cts_size(bytes[5], rails());
   ssize_t rc;
   if (endpoint_.may_inject(cts_bytes)) {
@@ -216,11 +223,11 @@ bool RdmaRecvPath::send_cts(int s) {
     while (b < kRdmaSlots && cts_sends_[b].busy.load(std::memory_order_acquire)) ++b;
     if (b == kRdmaSlots) return false;  // all on their way: a later call
     CtsSend& send = cts_sends_[b];
-    std::memcpy(cts_buffers_[b], bytes, cts_bytes);
+    std::memcpy(cts_buffer(b), bytes, cts_bytes);
     send.request_slot = s;
     send.group_seq = slots_[s].group_seq;
     send.busy.store(true, std::memory_order_release);
-    rc = endpoint_.send(cts_buffers_[b], cts_bytes, descriptor_of(cts_region_), peer_.address,
+    rc = endpoint_.send(cts_buffer(b), cts_bytes, descriptor_of(cts_region_), peer_.address,
                         cts_tag(peer_.remote_comm_id), &send.op);
     if (rc != 0) send.busy.store(false, std::memory_order_release);
   }
@@ -311,7 +318,7 @@ ncclResult_t RdmaRecvPath::resolve_unsent(Unsent which) {
         stalled = now - head_since_ >= kStallTime;
         if (!stalled) return ncclSuccess;
       }
-      set_cts_skipped(unsent_cts_[s], skipped_groups_);
+      set_cts_skipped(unsent_cts(s), skipped_groups_);
       if (!send_cts(s)) return poll_rails();  // the provider is full: later
       skipped_groups_ = 0;
       skipped_messages_ = 0;
@@ -437,7 +444,7 @@ bool RdmaRecvPath::fill_entry(int index, uint32_t message, int32_t tag, uint64_t
   }
   // GPU memory is not the CPU's to write: the NIC copies it.
   auto* region = static_cast<const MemoryRegion*>(entry->region);
-  OpContext* op = &copy_ops_[slot_index * kRdmaMaxEntries + entry_index];
+  OpContext* op = &bounce.copy_op;
   op->slot = static_cast<uint32_t>((slot_index * kRdmaMaxEntries + entry_index) << 8 | index);
   for (;;) {
     ssize_t rc = endpoint_.write_self(data, size, descriptor_of(bounce_region_), entry->data,
@@ -628,9 +635,8 @@ bool RdmaRecvPath::in_flight() {
     uint8_t state = bounces_[i].state.load(std::memory_order_acquire);
     if (state == kPosted || state == kCopying) return true;
   }
+  if (pool_.any_in_use([](RecvRequest& req) { return !req.finished(); })) return true;
   for (int i = 0; i < kRdmaSlots; ++i) {
-    RecvRequest* req = pool_.at(static_cast<size_t>(i));
-    if (pool_.is_used(req) && !req->finished()) return true;
     // The provider may still read the buffer.
     if (cts_sends_[i].busy.load(std::memory_order_acquire)) return true;
   }

@@ -89,12 +89,14 @@ class RdmaRecvPath final : public CompletionOwner,
   enum BounceState : uint8_t { kIdle, kPosted, kArrived, kCopying };
   struct Bounce {
     OpContext op;
+    // Its eager data's copy into GPU memory: one at a time (kCopying).
+    OpContext copy_op;
     std::atomic<uint8_t> state{kIdle};
     size_t length = 0;
     bool has_immediate = false;
     uint64_t immediate = 0;  // the eager immediate (rdma_wire.h)
   };
-  // Eager copies into GPU memory (slot = request slot * 8 + entry).
+  // Eager copies into GPU memory (slot = (request slot * 8 + entry) << 8 | bounce).
   struct CopyTarget final : CompletionTarget {
     explicit CopyTarget(RdmaRecvPath* owner) : path(owner) {}
     void on_complete(uint32_t slot, size_t length, const uint64_t* remote_data) override;
@@ -121,6 +123,10 @@ class RdmaRecvPath final : public CompletionOwner,
   };
 
   uint8_t* bounce_data(int index) { return bounce_memory_.data() + index * bounce_stride_; }
+  // Encoded clear-to-sends, cts_stride_ bytes each: held back by request
+  // slot, and registered copies on their way by CtsSend.
+  uint8_t* unsent_cts(int slot) { return unsent_cts_.data() + slot * cts_stride_; }
+  uint8_t* cts_buffer(int send) { return cts_buffers_.data() + send * cts_stride_; }
   ncclResult_t post_bounce(int index);
   // Sends the clear-to-send of slot `s` (encoded in unsent_cts_[s]) from a
   // free buffer; a failure to post fails its request. False when the
@@ -152,7 +158,7 @@ class RdmaRecvPath final : public CompletionOwner,
   // A size notice for message `index`, entry `entry`.
   void take_size_notice(const EagerHeader& header);
   ncclResult_t poll_rails();
-  int slot_of(const RecvRequest* request) { return static_cast<int>(request - pool_.at(0)); }
+  int slot_of(const RecvRequest* request) const { return pool_.index_of(request); }
 
   std::vector<Endpoint*> rails_;
   Endpoint& endpoint_;  // rails_[0]
@@ -167,8 +173,11 @@ class RdmaRecvPath final : public CompletionOwner,
   int bounce_count_;
   bool closing_ = false;
   void* bounce_region_ = nullptr;
-  uint8_t unsent_cts_[kRdmaSlots][kCtsMaxSize] = {};   // by request slot
-  uint8_t cts_buffers_[kRdmaSlots][kCtsMaxSize] = {};  // registered, by CtsSend
+  // Sized for this connection's rails, not kMaxRails: 9 KiB instead of 37
+  // per array on one rail.
+  size_t cts_stride_;
+  std::vector<uint8_t> unsent_cts_;
+  std::vector<uint8_t> cts_buffers_;
   CtsSend cts_sends_[kRdmaSlots];
   CtsTarget cts_target_{this};
   std::atomic<int> lost_cts_{0};
@@ -194,7 +203,6 @@ class RdmaRecvPath final : public CompletionOwner,
   uint32_t head_polls_ = 0;
   std::chrono::steady_clock::time_point head_since_{};
   void* cts_region_ = nullptr;
-  OpContext copy_ops_[kRdmaSlots * kRdmaMaxEntries];
   CopyTarget copy_target_{this};
   std::mutex state_mutex_;  // slots_: the comm's thread and the polling thread
   Slot slots_[kRdmaSlots];

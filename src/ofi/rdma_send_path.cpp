@@ -22,7 +22,10 @@ RdmaSendPath::RdmaSendPath(std::vector<RdmaRail> rails, PathPeer peer, size_t ea
       header_eager_(endpoint_.iov_limit() >= 2),
       immediate_eager_(!endpoint_.weft_matching()),
       eager_ahead_(eager_ahead(endpoint_.weft_matching())),
-      size_notices_(size_notices) {
+      size_notices_(size_notices),
+      cts_stride_(cts_size(kRdmaMaxEntries, static_cast<int>(rails_.size()))),
+      cts_bytes_(kCtsBuffers * cts_stride_),
+      remote_targets_(kRdmaSlots * kRdmaMaxEntries * 2 * rails_.size()) {
   for (int i = 0; i < kCtsBuffers; ++i) {
     cts_[i].op.target = this;
     cts_[i].op.slot = static_cast<uint32_t>(i);
@@ -40,8 +43,8 @@ RdmaSendPath::~RdmaSendPath() {
 }
 
 ncclResult_t RdmaSendPath::start() {
-  ncclResult_t result =
-      register_memory(endpoint_, cts_, sizeof(cts_), MemorySource{}, &cts_region_);
+  ncclResult_t result = register_memory(endpoint_, cts_bytes_.data(), cts_bytes_.size(),
+                                        MemorySource{}, &cts_region_);
   if (result != ncclSuccess) return result;
   result = register_memory(endpoint_, headers_, sizeof(headers_), MemorySource{}, &header_region_);
   if (result != ncclSuccess) return result;
@@ -55,7 +58,7 @@ ncclResult_t RdmaSendPath::start() {
 ncclResult_t RdmaSendPath::post_cts_receive(int index) {
   CtsBuffer& buffer = cts_[index];
   buffer.state.store(kPosted, std::memory_order_relaxed);
-  ssize_t rc = endpoint_.receive(buffer.bytes, sizeof(buffer.bytes), descriptor_of(cts_region_),
+  ssize_t rc = endpoint_.receive(cts_bytes(index), cts_stride_, descriptor_of(cts_region_),
                                  cts_tag(peer_.local_comm_id), &buffer.op);
   if (rc == 0) return ncclSuccess;
   buffer.state.store(kIdle, std::memory_order_relaxed);
@@ -79,8 +82,8 @@ void RdmaSendPath::fail(const std::string& problem) {
 }
 
 int RdmaSendPath::claim_entry(Group& group, int32_t tag) {
-  for (int e = 0; e < group.cts.count; ++e) {
-    if (!group.used[e] && group.cts.entries[e].tag == tag) {
+  for (int e = 0; e < group.count; ++e) {
+    if (!group.used[e] && group.tag[e] == tag) {
       group.used[e] = true;
       ++group.consumed;
       return e;
@@ -90,8 +93,8 @@ int RdmaSendPath::claim_entry(Group& group, int32_t tag) {
 }
 
 void RdmaSendPath::claim_eager_entries(Group& group) {
-  for (int i = 0; i < group.cts.count; ++i) {
-    uint32_t index = group.cts.first_index + static_cast<uint32_t>(i);
+  for (int i = 0; i < group.count; ++i) {
+    uint32_t index = group.first_index + static_cast<uint32_t>(i);
     if (static_cast<int32_t>(index - next_index_) >= 0) break;  // not sent yet
     EagerSent& sent = eager_sent_[index % kRdmaEagerAhead];
     if (!sent.pending) continue;  // written, not eager
@@ -139,19 +142,36 @@ bool RdmaSendPath::pass_skipped_groups(const CtsMessage& cts) {
   return true;
 }
 
+void RdmaSendPath::take_cts(Group& group, const CtsMessage& cts) {
+  group = Group{};
+  group.valid = true;
+  group.slot = cts.slot;
+  group.count = cts.count;
+  group.first_index = cts.first_index;
+  for (int e = 0; e < cts.count; ++e) {
+    group.size[e] = cts.entries[e].size;
+    group.tag[e] = cts.entries[e].tag;
+    uint64_t* target = remote_target(group, e);
+    for (size_t r = 0; r < rails_.size(); ++r) {
+      target[r] = cts.entries[e].address[r];
+      target[rails_.size() + r] = cts.entries[e].key[r];
+    }
+  }
+}
+
 void RdmaSendPath::advance_groups() {
   for (;;) {
     Group& group = groups_[group_seq_ % kRdmaSlots];
     if (!group.valid) return;
-    if (group.cts.first_index != group_first_) {
+    if (group.first_index != group_first_) {
       fail("clear-to-send #" + std::to_string(group_seq_) + " starts at message #" +
-           std::to_string(group.cts.first_index) + ", expected #" + std::to_string(group_first_));
+           std::to_string(group.first_index) + ", expected #" + std::to_string(group_first_));
       return;
     }
     claim_eager_entries(group);
-    if (group.consumed < group.cts.count) return;
+    if (group.consumed < group.count) return;
     group.valid = false;
-    group_first_ += group.cts.count;
+    group_first_ += group.count;
     ++group_seq_;
   }
 }
@@ -165,7 +185,7 @@ ncclResult_t RdmaSendPath::absorb_cts() {
       if (buffer.state.load(std::memory_order_acquire) != kArrived) continue;
       CtsMessage cts;
       std::string problem;
-      if (!decode_cts(buffer.bytes, buffer.length, static_cast<int>(rails_.size()), &cts,
+      if (!decode_cts(cts_bytes(i), buffer.length, static_cast<int>(rails_.size()), &cts,
                       &problem)) {
         fail(problem);
         return ncclRemoteError;
@@ -193,9 +213,7 @@ ncclResult_t RdmaSendPath::absorb_cts() {
         fail("clear-to-send #" + std::to_string(cts.group_seq) + " arrived twice");
         return ncclRemoteError;
       }
-      group = Group{};
-      group.cts = cts;
-      group.valid = true;
+      take_cts(group, cts);
       buffer.state.store(kIdle, std::memory_order_relaxed);
       if (!closing_) {
         ncclResult_t result = post_cts_receive(i);
@@ -298,8 +316,8 @@ ncclResult_t RdmaSendPath::send_eager(void* data, size_t size, int tag, void* mh
 
 ncclResult_t RdmaSendPath::write_message(Group& group, int entry, void* data, size_t size,
                                          void* mhandle, Request** request) {
-  const CtsEntry& target = group.cts.entries[entry];
   const size_t rail_count = rails_.size();
+  const uint64_t* target = remote_target(group, entry);  // addresses, then keys
   // Stripes of at least min_stripe_ bytes, one per rail; smaller messages
   // go whole to the next rail in turn.
   size_t stripes = std::clamp<size_t>(size / min_stripe_, 1, rail_count);
@@ -320,7 +338,7 @@ ncclResult_t RdmaSendPath::write_message(Group& group, int entry, void* data, si
   req->set_posted_size(0, size);
   size_t chunk = std::max<size_t>((size + segments - 1) / segments, 1);
   WriteImmediate immediate;
-  immediate.slot = group.cts.slot;
+  immediate.slot = group.slot;
   immediate.entry = static_cast<uint8_t>(entry);
   immediate.segments = static_cast<uint8_t>(segments);
   for (size_t j = 0; j < segments; ++j) {
@@ -335,7 +353,7 @@ ncclResult_t RdmaSendPath::write_message(Group& group, int entry, void* data, si
     for (;;) {
       ssize_t rc = rail.endpoint->write(static_cast<uint8_t*>(data) + offset, length,
                                         descriptor_of(region_on_rail(mhandle, r)), rail.peer,
-                                        target.address[r] + offset, target.key[r],
+                                        target[r] + offset, target[rail_count + r],
                                         encode_immediate(immediate), req->op(static_cast<int>(j)));
       if (rc == 0) break;
       if (rc == -FI_EAGAIN && j == 0) {
@@ -425,12 +443,12 @@ ncclResult_t RdmaSendPath::post(void* data, size_t size, int tag, void* mhandle,
     return ncclInvalidArgument;
   }
   Group& group = groups_[group_seq_ % kRdmaSlots];
-  if (!group.valid || next_index_ - group_first_ >= group.cts.count) {
+  if (!group.valid || next_index_ - group_first_ >= group.count) {
     // The clear-to-send may be waiting in the completion queue.
     result = progress();
     if (result != ncclSuccess) return result;
     // The receiver has not posted this message's receive yet: NCCL retries.
-    if (!group.valid || next_index_ - group_first_ >= group.cts.count) return ncclSuccess;
+    if (!group.valid || next_index_ - group_first_ >= group.count) return ncclSuccess;
   }
   int entry = claim_entry(group, tag);
   if (entry < 0) {
@@ -438,7 +456,7 @@ ncclResult_t RdmaSendPath::post(void* data, size_t size, int tag, void* mhandle,
          std::to_string(next_index_));
     return ncclRemoteError;
   }
-  uint64_t posted = group.cts.entries[entry].size;
+  uint64_t posted = group.size[entry];
   const bool hostile_oversize = endpoint_.wire_mutation() == WireMutation::kWriteOversize;
   if (size > posted && !hostile_oversize) {
     // Never write beyond the posted buffer: tell both sides instead.
@@ -518,11 +536,7 @@ bool RdmaSendPath::in_flight() {
   for (auto& buffer : cts_) {
     if (buffer.state.load(std::memory_order_acquire) == kPosted) return true;
   }
-  for (size_t i = 0; i < kPoolSize; ++i) {
-    SendRequest* req = pool_.at(i);
-    if (pool_.is_used(req) && !req->finished()) return true;
-  }
-  return false;
+  return pool_.any_in_use([](SendRequest& req) { return !req.finished(); });
 }
 
 bool RdmaSendPath::awaits_clear_to_send() const {

@@ -73,11 +73,16 @@ class RdmaSendPath final : public CompletionOwner, public CompletionTarget {
     OpContext op;
     std::atomic<uint8_t> state{kIdle};
     size_t length = 0;
-    uint8_t bytes[kCtsMaxSize];
   };
+  // A clear-to-send taken in, less its remote addresses and keys, which
+  // wait in remote_targets_ (sized for this connection's rails).
   struct Group {
     bool valid = false;
-    CtsMessage cts;
+    uint8_t slot = 0;  // the receiver's request slot
+    uint8_t count = 0;
+    uint32_t first_index = 0;
+    uint64_t size[kRdmaMaxEntries] = {};
+    int32_t tag[kRdmaMaxEntries] = {};
     bool used[kRdmaMaxEntries] = {};
     int consumed = 0;
   };
@@ -96,6 +101,8 @@ class RdmaSendPath final : public CompletionOwner, public CompletionTarget {
   ncclResult_t absorb_cts();
   void claim_eager_entries(Group& group);
   void advance_groups();
+  // Files a decoded clear-to-send into `group`.
+  void take_cts(Group& group, const CtsMessage& cts);
   // Moves past the groups that `cts` says were filled eagerly (they start
   // at group_seq_); false on a fault.
   bool pass_skipped_groups(const CtsMessage& cts);
@@ -110,7 +117,13 @@ class RdmaSendPath final : public CompletionOwner, public CompletionTarget {
   // receives fail instead of waiting for data that will not come.
   void send_abort_notice();
   ncclResult_t poll_rails();
-  int index_of(const SendRequest* request) { return static_cast<int>(request - pool_.at(0)); }
+  int index_of(const SendRequest* request) const { return pool_.index_of(request); }
+  uint8_t* cts_bytes(int buffer) { return cts_bytes_.data() + buffer * cts_stride_; }
+  // Entry `entry` of group `group`: rails_.size() addresses, then as many keys.
+  uint64_t* remote_target(const Group& group, int entry) {
+    size_t position = static_cast<size_t>(&group - groups_) * kRdmaMaxEntries + entry;
+    return remote_targets_.data() + position * 2 * rails_.size();
+  }
 
   std::vector<RdmaRail> rails_;
   Endpoint& endpoint_;  // rails_[0]
@@ -152,6 +165,11 @@ class RdmaSendPath final : public CompletionOwner, public CompletionTarget {
   // a slot of its receive queue (shm has 1024 per endpoint).
   static constexpr int kCtsBuffers = kRdmaCtsBuffers;
   CtsBuffer cts_[kCtsBuffers];
+  // Their registered bytes, cts_stride_ each: the largest clear-to-send on
+  // this connection's rails (a ninth of kMaxRails' on one rail).
+  size_t cts_stride_;
+  std::vector<uint8_t> cts_bytes_;
+  std::vector<uint64_t> remote_targets_;
   // Row kPoolSize: the abort notice.
   uint8_t headers_[kPoolSize + 1][kEagerHeaderSize] = {};
   static constexpr uint32_t kAbortSlot = 0xffff;

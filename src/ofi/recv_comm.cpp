@@ -205,11 +205,7 @@ bool OfiRecvComm::ack_delivered(ncclResult_t* result) {
 bool OfiRecvComm::in_flight() {
   if (path_.apply([](auto& path) { return path.in_flight(); })) return true;
   if (ack_posted_ && !ack_done_.load(std::memory_order_acquire)) return true;
-  for (size_t i = 0; i < kMaxRequests; ++i) {
-    FlushRequest* flush = flush_pool_.at(i);
-    if (flush_pool_.is_used(flush) && !flush->finished()) return true;
-  }
-  return false;
+  return flush_pool_.any_in_use([](FlushRequest& flush) { return !flush.finished(); });
 }
 
 void OfiRecvComm::cancel_receives() {

@@ -95,11 +95,7 @@ ncclResult_t TaggedRecvPath::report_failure(int error, size_t overflow_length, s
 }
 
 bool TaggedRecvPath::in_flight() {
-  for (size_t i = 0; i < kMaxRequests; ++i) {
-    RecvRequest* req = pool_.at(i);
-    if (pool_.is_used(req) && !req->finished()) return true;
-  }
-  return false;
+  return pool_.any_in_use([](RecvRequest& req) { return !req.finished(); });
 }
 
 void TaggedRecvPath::cancel_receives() {
@@ -107,13 +103,10 @@ void TaggedRecvPath::cancel_receives() {
     partial_.request->drop_unposted(partial_.request->count() - partial_.next);
     partial_.request = nullptr;
   }
-  for (size_t i = 0; i < kMaxRequests; ++i) {
-    RecvRequest* req = pool_.at(i);
-    if (!pool_.is_used(req) || req->finished()) continue;
-    for (int slot = 0; slot < req->count(); ++slot) {
-      endpoint_.cancel(req->op(slot));
-    }
-  }
+  pool_.for_each_in_use([this](RecvRequest& req) {
+    if (req.finished()) return;
+    for (int slot = 0; slot < req.count(); ++slot) endpoint_.cancel(req.op(slot));
+  });
 }
 
 }  // namespace weft::ofi

@@ -57,12 +57,8 @@ ncclResult_t TaggedSendPath::report_failure(int error, size_t overflow_length, s
 }
 
 bool TaggedSendPath::in_flight() {
-  for (size_t i = 0; i < kPoolSize; ++i) {
-    // Requests handed out but never tested are idle once finished.
-    SendRequest* req = pool_.at(i);
-    if (pool_.is_used(req) && !req->finished()) return true;
-  }
-  return false;
+  // Requests handed out but never tested are idle once finished.
+  return pool_.any_in_use([](SendRequest& req) { return !req.finished(); });
 }
 
 }  // namespace weft::ofi
