@@ -1,4 +1,5 @@
 #include <catch2/catch.hpp>
+#include <cstdlib>
 
 #include "ofi/provider_discovery.h"
 #include "ofi/provider_quirks.h"
@@ -44,4 +45,19 @@ TEST_CASE("sends over tcp sockets complete before delivery", "[unit][ofi]") {
   CHECK_FALSE(completes_before_delivery("shm"));
   CHECK_FALSE(completes_before_delivery("efa"));
   CHECK_FALSE(completes_before_delivery("tcpx"));
+}
+
+TEST_CASE("a full receive queue names the variable that sizes it", "[unit][ofi]") {
+  using weft::ofi::receive_queue_hint;
+  ::unsetenv("FI_SHM_RX_SIZE");
+  ::unsetenv("FI_OFI_RXM_RX_SIZE");
+  CHECK(receive_queue_hint("shm") == "FI_SHM_RX_SIZE (not set: 1024)");
+  // rxm owns the queue it posts on, not the core provider under it.
+  CHECK(receive_queue_hint("tcp;ofi_rxm") == "FI_OFI_RXM_RX_SIZE (not set: 2048)");
+  CHECK(receive_queue_hint("verbs;ofi_rxm") == "FI_OFI_RXM_RX_SIZE (not set: 2048)");
+  CHECK(receive_queue_hint("efa") == "FI_EFA_RX_SIZE (not set)");
+  CHECK(receive_queue_hint("sockets").empty());
+  ::setenv("FI_SHM_RX_SIZE", "16384", 1);
+  CHECK(receive_queue_hint("shm") == "FI_SHM_RX_SIZE (set to 16384)");
+  ::unsetenv("FI_SHM_RX_SIZE");
 }

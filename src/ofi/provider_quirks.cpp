@@ -68,6 +68,29 @@ bool name_endpoint_uniquely(const std::string& device, const std::string& provid
 // own settings, whatever weft asks for its queue, and the device allows
 // fewer entries (ibv_devinfo -v: max_cqe; Soft-RoCE 32767, real NICs
 // millions). Name the numbers and the variables that change them.
+std::string receive_queue_hint(const std::string& provider) {
+  // libfabric 1.17's and 2.6's variables and defaults; the utility
+  // provider on top owns the queue weft posts to.
+  struct Queue {
+    const char* provider;
+    const char* variable;
+    const char* fallback;
+  };
+  static constexpr Queue kQueues[] = {
+      {"ofi_rxm", "FI_OFI_RXM_RX_SIZE", "2048"}, {"ofi_rxd", "FI_OFI_RXD_RX_SIZE", "1024"},
+      {"shm", "FI_SHM_RX_SIZE", "1024"},         {"efa", "FI_EFA_RX_SIZE", nullptr},
+      {"tcp", "FI_TCP_RX_SIZE", "256"},          {"verbs", "FI_VERBS_RX_SIZE", "384"},
+  };
+  for (const Queue& queue : kQueues) {
+    if (provider.find(queue.provider) == std::string::npos) continue;
+    const char* set = std::getenv(queue.variable);
+    if (set != nullptr) return std::string(queue.variable) + " (set to " + set + ")";
+    if (queue.fallback == nullptr) return std::string(queue.variable) + " (not set)";
+    return std::string(queue.variable) + " (not set: " + queue.fallback + ")";
+  }
+  return {};
+}
+
 void explain_enable_failure(const std::string& device, const fi_info* info, int rc) {
   const char* provider = info->fabric_attr->prov_name;
   if (rc != -FI_EINVAL || provider == nullptr || std::strstr(provider, "verbs") == nullptr ||

@@ -75,4 +75,10 @@ bool injects_done_on_return(const fi_info* info);
 // the 8-byte latency on tcp.
 bool completes_before_delivery(const std::string& provider);
 
+// How to raise `provider`'s receive queue, which every receive posted to
+// the provider takes an entry of (fi_info -e names the variables): e.g.
+// "FI_SHM_RX_SIZE (not set: 1024)". Empty for a provider
+// whose variable weft does not know.
+std::string receive_queue_hint(const std::string& provider);
+
 }  // namespace weft::ofi
