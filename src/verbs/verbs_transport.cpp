@@ -114,6 +114,21 @@ QpSettings VerbsTransport::qp_settings(const CommConfig* config) const {
   return settings;
 }
 
+bool VerbsTransport::side_channel_address(SocketAddress* local, std::string* ifname,
+                                          std::string* error) {
+  std::lock_guard<std::mutex> lock(side_address_mutex_);
+  if (!side_address_known_) {
+    if (!pick_local_address(params_.socket_ifname, AF_UNSPEC, &side_address_, &side_ifname_,
+                            error)) {
+      return false;
+    }
+    side_address_known_ = true;
+  }
+  *local = side_address_;
+  *ifname = side_ifname_;
+  return true;
+}
+
 ncclResult_t VerbsTransport::listen(int dev, void* handle, ListenComm** listen_comm) {
   *listen_comm = nullptr;
   std::shared_ptr<OpenPort> port;
@@ -121,7 +136,7 @@ ncclResult_t VerbsTransport::listen(int dev, void* handle, ListenComm** listen_c
   SocketAddress local;
   std::string ifname;
   std::string error;
-  if (!pick_local_address(params_.socket_ifname, AF_UNSPEC, &local, &ifname, &error)) {
+  if (!side_channel_address(&local, &ifname, &error)) {
     WEFT_WARN("%s: no interface for the connection side channel: %s", port->name().c_str(),
               error.c_str());
     return ncclSystemError;

@@ -6,10 +6,12 @@
 #include <atomic>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "core/held_by_comms.h"
 #include "core/pending_connects.h"
+#include "core/socket_address.h"
 #include "verbs/port_discovery.h"
 #include "verbs/recv_comm.h"
 #include "verbs/send_comm.h"
@@ -45,6 +47,9 @@ class VerbsTransport final : public Transport {
   QpSettings qp_settings(const CommConfig* config) const;
   // What both sides' ports must agree on: the link layer.
   uint32_t fingerprint(int dev) const;
+  // The side channel's local address, chosen once: every listen asking
+  // getifaddrs (a netlink dump) cost a tenth of a 10^4-listen setup.
+  bool side_channel_address(SocketAddress* local, std::string* ifname, std::string* error);
 
   // A port as discovered. Its OpenPort (context, PD, MR cache) is opened by
   // the first comm and held only by comms: NCCL v6..v10 unload the plugin
@@ -61,6 +66,10 @@ class VerbsTransport final : public Transport {
   const cuda::Driver* cuda_ = nullptr;
   std::vector<std::unique_ptr<Port>> ports_;
   std::atomic<uint32_t> next_listen_id_{1};
+  std::mutex side_address_mutex_;
+  bool side_address_known_ = false;
+  SocketAddress side_address_;
+  std::string side_ifname_;
   PendingConnects<VerbsSendComm> pending_;
 };
 
