@@ -61,3 +61,11 @@ TEST_CASE("a full receive queue names the variable that sizes it", "[unit][ofi]"
   CHECK(receive_queue_hint("shm") == "FI_SHM_RX_SIZE (set to 16384)");
   ::unsetenv("FI_SHM_RX_SIZE");
 }
+
+TEST_CASE("the full-queue note carries the hint, or nothing", "[unit][ofi]") {
+  ::unsetenv("FI_SHM_RX_SIZE");
+  CHECK(weft::ofi::receive_queue_full_note("shm") ==
+        " (the provider's receive queue is full: each receive posted to it takes an entry; its "
+        "size: FI_SHM_RX_SIZE (not set: 1024))");
+  CHECK(weft::ofi::receive_queue_full_note("sockets").empty());
+}

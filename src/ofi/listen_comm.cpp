@@ -46,23 +46,20 @@ ncclResult_t OfiListenComm::post_request_receive() {
                                     connect_tag(listen_id_), &op_);
     if (rc == 0) break;
     if (rc == -FI_EAGAIN && std::chrono::steady_clock::now() > deadline) {
-      std::string raise = receive_queue_hint(endpoint_->provider_name());
       WEFT_WARN(
-          "%s: posting the connect-request receive failed: the provider's receive queue stayed "
-          "full for %lld s; each listening comm keeps a receive posted until it accepts, and "
-          "every posted receive of the tagged protocol takes an entry%s%s (docs/scale.md)",
+          "%s: posting the connect-request receive failed for %lld s%s; each listening comm "
+          "keeps a receive posted until it accepts, as does every receive of the tagged "
+          "protocol (docs/scale.md)",
           endpoint_->device_name().c_str(), static_cast<long long>(kFullFor.count()),
-          raise.empty() ? "" : "; the queue's size: ", raise.c_str());
+          receive_queue_full_note(endpoint_->provider_name()).c_str());
       return ncclSystemError;
     }
     if (rc != -FI_EAGAIN) {
       // shm says ENOMEM when its receive queue is full.
-      std::string raise =
-          rc == -FI_ENOMEM ? receive_queue_hint(endpoint_->provider_name()) : std::string();
-      WEFT_WARN("%s: posting the connect-request receive failed: %s%s%s",
-                endpoint_->device_name().c_str(), fi_strerror((int)-rc),
-                raise.empty() ? "" : " (the provider's receive queue is full; its size: ",
-                raise.empty() ? "" : (raise + ")").c_str());
+      WEFT_WARN(
+          "%s: posting the connect-request receive failed: %s%s", endpoint_->device_name().c_str(),
+          fi_strerror((int)-rc),
+          rc == -FI_ENOMEM ? receive_queue_full_note(endpoint_->provider_name()).c_str() : "");
       return ncclSystemError;
     }
     ncclResult_t result = endpoint_->poll();

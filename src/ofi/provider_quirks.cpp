@@ -63,11 +63,6 @@ bool name_endpoint_uniquely(const std::string& device, const std::string& provid
   return true;
 }
 
-// fi_enable's EINVAL on verbs;ofi_rxm says nothing about why. The usual
-// cause: rxm opens one verbs completion queue per endpoint sized from its
-// own settings, whatever weft asks for its queue, and the device allows
-// fewer entries (ibv_devinfo -v: max_cqe; Soft-RoCE 32767, real NICs
-// millions). Name the numbers and the variables that change them.
 std::string receive_queue_hint(const std::string& provider) {
   // libfabric 1.17's and 2.6's variables and defaults; the utility
   // provider on top owns the queue weft posts to.
@@ -91,6 +86,19 @@ std::string receive_queue_hint(const std::string& provider) {
   return {};
 }
 
+std::string receive_queue_full_note(const std::string& provider) {
+  std::string hint = receive_queue_hint(provider);
+  if (hint.empty()) return {};
+  return " (the provider's receive queue is full: each receive posted to it takes an entry; "
+         "its size: " +
+         hint + ")";
+}
+
+// fi_enable's EINVAL on verbs;ofi_rxm says nothing about why. The usual
+// cause: rxm opens one verbs completion queue per endpoint sized from its
+// own settings, whatever weft asks for its queue, and the device allows
+// fewer entries (ibv_devinfo -v: max_cqe; Soft-RoCE 32767, real NICs
+// millions). Name the numbers and the variables that change them.
 void explain_enable_failure(const std::string& device, const fi_info* info, int rc) {
   const char* provider = info->fabric_attr->prov_name;
   if (rc != -FI_EINVAL || provider == nullptr || std::strstr(provider, "verbs") == nullptr ||

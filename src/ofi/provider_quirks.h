@@ -80,5 +80,8 @@ bool completes_before_delivery(const std::string& provider);
 // "FI_SHM_RX_SIZE (not set: 1024)". Empty for a provider
 // whose variable weft does not know.
 std::string receive_queue_hint(const std::string& provider);
+// " (the provider's receive queue is full: ...; its size: <hint>)" to append
+// to an error, or empty where the hint is.
+std::string receive_queue_full_note(const std::string& provider);
 
 }  // namespace weft::ofi

@@ -128,7 +128,7 @@ class RdmaRecvPath final : public CompletionOwner,
   uint8_t* unsent_cts(int slot) { return unsent_cts_.data() + slot * cts_stride_; }
   uint8_t* cts_buffer(int send) { return cts_buffers_.data() + send * cts_stride_; }
   ncclResult_t post_bounce(int index);
-  // Sends the clear-to-send of slot `s` (encoded in unsent_cts_[s]) from a
+  // Sends the clear-to-send of slot `s` (encoded in unsent_cts(s)) from a
   // free buffer; a failure to post fails its request. False when the
   // provider said EAGAIN or every buffer is on its way.
   bool send_cts(int s);

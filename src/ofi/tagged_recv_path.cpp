@@ -62,15 +62,9 @@ ncclResult_t TaggedRecvPath::post_pending() {
     ssize_t rc = endpoint_.receive(buffer, length, descriptor, partial_.tags[slot], req->op(slot));
     if (rc == -FI_EAGAIN) return endpoint_.poll();
     if (rc != 0) {
-      // ENOMEM: the provider's receive queue is full of posted receives.
-      std::string raise =
-          rc == -FI_ENOMEM ? receive_queue_hint(endpoint_.provider_name()) : std::string();
-      WEFT_WARN("%s: irecv of %zu bytes from %s failed: %s%s%s", endpoint_.device_name().c_str(),
+      WEFT_WARN("%s: irecv of %zu bytes from %s failed: %s%s", endpoint_.device_name().c_str(),
                 req->posted_size(slot), peer_.name.c_str(), fi_strerror((int)-rc),
-                raise.empty() ? ""
-                              : " (each posted receive of the tagged protocol takes an "
-                                "entry of the provider's receive queue; its size: ",
-                raise.empty() ? "" : (raise + ")").c_str());
+                rc == -FI_ENOMEM ? receive_queue_full_note(endpoint_.provider_name()).c_str() : "");
       if (slot > 0) req->drop_unposted(req->count() - slot);
       partial_.request = nullptr;
       if (slot == 0) pool_.release(req);
