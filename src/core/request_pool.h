@@ -12,8 +12,8 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
-#include <memory>
-#include <new>
+
+#include "core/chunked_array.h"
 
 namespace weft {
 
@@ -48,14 +48,7 @@ class RequestPool {
   }
 
   // The object's stable index (0 .. Capacity-1), or -1 when not from this pool.
-  int index_of(const T* object) const {
-    for (size_t c = 0; c < chunk_count_; ++c) {
-      const T* first = chunks_[c].get();
-      if (object >= first && object < first + ChunkSize)
-        return static_cast<int>(c * ChunkSize + static_cast<size_t>(object - first));
-    }
-    return -1;
-  }
+  int index_of(const T* object) const { return items_.index_of(object); }
   bool is_used(const T* object) const {
     int index = index_of(object);
     return index >= 0 && used_[static_cast<size_t>(index)];
@@ -78,13 +71,11 @@ class RequestPool {
   }
 
  private:
-  T* item(size_t index) { return &chunks_[index / ChunkSize][index % ChunkSize]; }
+  T* item(size_t index) { return items_.find(index); }
 
   bool grow() {
     if (chunk_count_ == kChunks) return false;
-    std::unique_ptr<T[]> chunk(new (std::nothrow) T[ChunkSize]());
-    if (!chunk) return false;
-    chunks_[chunk_count_] = std::move(chunk);
+    if (items_.ensure(chunk_count_ * ChunkSize) == nullptr) return false;
     // Lowest index on top: a fresh pool hands out 0, 1, 2, ...
     size_t first = chunk_count_ * ChunkSize;
     for (size_t i = ChunkSize; i-- > 0;) free_[free_count_++] = static_cast<uint16_t>(first + i);
@@ -92,7 +83,7 @@ class RequestPool {
     return true;
   }
 
-  std::array<std::unique_ptr<T[]>, kChunks> chunks_{};
+  ChunkedArray<T, Capacity, ChunkSize> items_;
   std::array<uint16_t, Capacity> free_{};
   std::array<bool, Capacity> used_{};
   size_t chunk_count_ = 0;
