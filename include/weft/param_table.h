@@ -32,7 +32,8 @@
              "rdma protocol: messages up to this size go at once into the receiver's bounce "      \
              "buffers instead of waiting for its clear-to-send (0: only empty messages).")         \
   WEFT_PARAM(ofi_eager_buffers, "WEFT_OFI_EAGER_BUFFERS", Int, "8", 1, 255,                        \
-             "rdma protocol: bounce buffers each receive comm keeps posted for eager messages.")   \
+             "rdma protocol: bounce buffers a receive comm keeps posted for eager messages. "      \
+             "It starts with 2 and takes the rest once eager messages fill every one at once.")    \
   WEFT_PARAM_ENUM(rail_grouping, "WEFT_RAIL_GROUPING", "pci", "pci|all|off",                       \
                   "Which NICs weft reports to NCCL as one multi-rail device. pci: the ports "      \
                   "(PCI functions) of one card, as NCCL's NIC fusion does; all: every NIC of "     \

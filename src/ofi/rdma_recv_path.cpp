@@ -42,9 +42,9 @@ RdmaRecvPath::RdmaRecvPath(std::vector<Endpoint*> rails, PathPeer peer, size_t e
       bounce_stride_((kEagerHeaderSize + eager_size + 63) & ~size_t{63}),
       bounces_(new Bounce[static_cast<size_t>(bounce_count)]),
       bounce_count_(bounce_count),
+      first_bounces_(std::min(bounce_count, kFirstBounces)),
+      active_bounces_(first_bounces_),
       cts_stride_(cts_storage_size(rails_.size(), rails_[0]->wire_mutation())),
-      unsent_cts_(kRdmaSlots * cts_stride_),
-      cts_buffers_(kRdmaSlots * cts_stride_),
       needs_notices_(any_rail_without_write_lengths(rails_)) {
   const uint32_t window = eager_ahead(endpoint_.weft_matching());
   deferrable_entries_ = static_cast<int>(std::min<uint32_t>(kRdmaMaxEntries, window / 2));
@@ -73,17 +73,51 @@ RdmaRecvPath::~RdmaRecvPath() {
   for (size_t r = 0; r < rails_.size(); ++r) {
     if (write_targets_[r] != 0) rails_[r]->detach_write_target(write_targets_[r]);
   }
-  deregister_memory(&endpoint_, endpoint_.device_name(), bounce_region_);
+  for (void* region : bounce_regions_)
+    deregister_memory(&endpoint_, endpoint_.device_name(), region);
   deregister_memory(&endpoint_, endpoint_.device_name(), cts_region_);
 }
 
+ncclResult_t RdmaRecvPath::add_bounce_block(int block, int first, int last) {
+  const size_t size = bounce_stride_ * static_cast<size_t>(last - first);
+  // Not zeroed: only the provider writes it, and untouched pages cost no memory.
+  bounce_blocks_[block].reset(new (std::nothrow) uint8_t[size]);
+  if (!bounce_blocks_[block]) {
+    WEFT_WARN("%s: no memory for %d eager receive buffers (%zu bytes)",
+              endpoint_.device_name().c_str(), last - first, size);
+    return ncclSystemError;
+  }
+  return register_memory(endpoint_, bounce_blocks_[block].get(), size, MemorySource{},
+                         &bounce_regions_[block]);
+}
+
+void RdmaRecvPath::grow_bounces() {
+  bounces_grown_ = true;
+  if (add_bounce_block(1, first_bounces_, bounce_count_) != ncclSuccess) {
+    // The comm goes on with the buffers it has; the provider queues the rest.
+    WEFT_INFO(NCCL_NET, "%s: eager receives from %s stay at %d buffers",
+              endpoint_.device_name().c_str(), peer_.name.c_str(), first_bounces_);
+    bounce_blocks_[1].reset();
+    return;
+  }
+  active_bounces_ = bounce_count_;  // kIdle: posted by service()
+  // Once per comm at most.
+  WEFT_INFO(NCCL_NET, "%s: eager receives from %s now use %d buffers (were %d, all full at once)",
+            endpoint_.device_name().c_str(), peer_.name.c_str(), bounce_count_, first_bounces_);
+}
+
+ncclResult_t RdmaRecvPath::make_cts_buffers() {
+  const size_t size = kRdmaSlots * cts_stride_;
+  cts_buffers_.reset(new (std::nothrow) uint8_t[size]());
+  if (!cts_buffers_) return ncclSystemError;
+  ncclResult_t result =
+      register_memory(endpoint_, cts_buffers_.get(), size, MemorySource{}, &cts_region_);
+  if (result != ncclSuccess) cts_buffers_.reset();
+  return result;
+}
+
 ncclResult_t RdmaRecvPath::start() {
-  bounce_memory_.assign(bounce_stride_ * static_cast<size_t>(bounce_count_), 0);
-  ncclResult_t result = register_memory(endpoint_, bounce_memory_.data(), bounce_memory_.size(),
-                                        MemorySource{}, &bounce_region_);
-  if (result != ncclSuccess) return result;
-  result = register_memory(endpoint_, cts_buffers_.data(), cts_buffers_.size(), MemorySource{},
-                           &cts_region_);
+  ncclResult_t result = add_bounce_block(0, 0, first_bounces_);
   if (result != ncclSuccess) return result;
   for (size_t r = 0; r < rails_.size(); ++r) {
     write_targets_[r] = rails_[r]->attach_write_target(this);
@@ -93,7 +127,7 @@ ncclResult_t RdmaRecvPath::start() {
       return ncclSystemError;
     }
   }
-  for (int i = 0; i < bounce_count_; ++i) {
+  for (int i = 0; i < active_bounces_; ++i) {
     result = post_bounce(i);
     if (result != ncclSuccess) return result;
   }
@@ -105,8 +139,9 @@ ncclResult_t RdmaRecvPath::post_bounce(int index) {
   bounce.length = 0;
   bounce.has_immediate = false;
   bounce.state.store(kPosted, std::memory_order_relaxed);
-  ssize_t rc = endpoint_.receive(bounce_data(index), bounce_stride_, descriptor_of(bounce_region_),
-                                 eager_tag(peer_.local_comm_id), &bounce.op);
+  ssize_t rc =
+      endpoint_.receive(bounce_data(index), bounce_stride_, descriptor_of(bounce_region(index)),
+                        eager_tag(peer_.local_comm_id), &bounce.op);
   if (rc == 0) return ncclSuccess;
   bounce.state.store(kIdle, std::memory_order_relaxed);
   // Posted again by a later progress; the provider queues what arrives meanwhile.
@@ -155,6 +190,18 @@ ncclResult_t RdmaRecvPath::irecv(int n, void** data, const size_t* sizes, const 
   RecvRequest* req = pool_.acquire();
   if (req == nullptr) return poll_rails();
   const int s = slot_of(req);
+  {
+    // A slot's first use (the pool grew): give it room for its state.
+    std::lock_guard<std::mutex> lock(state_mutex_);
+    Slot* fresh = slots_.ensure(static_cast<size_t>(s));
+    if (fresh != nullptr && !fresh->unsent_cts)
+      fresh->unsent_cts.reset(new (std::nothrow) uint8_t[cts_stride_]);
+    if (fresh == nullptr || !fresh->unsent_cts) {
+      pool_.release(req);
+      WEFT_WARN("%s: no memory for a receive's state", endpoint_.device_name().c_str());
+      return ncclSystemError;
+    }
+  }
   req->start(this, n + 1, /*is_send=*/false, n);
   req->set_posted_size(kCtsOp, SIZE_MAX);
   CtsMessage cts;
@@ -165,7 +212,7 @@ ncclResult_t RdmaRecvPath::irecv(int n, void** data, const size_t* sizes, const 
   cts.rails = static_cast<uint8_t>(rails());
   {
     std::lock_guard<std::mutex> lock(state_mutex_);
-    Slot& slot = slots_[s];
+    Slot& slot = slot_at(s);
     slot.first_index = next_index_;
     slot.group_seq = next_group_;
     slot.count = n;
@@ -211,7 +258,7 @@ ncclResult_t RdmaRecvPath::irecv(int n, void** data, const size_t* sizes, const 
 }
 
 bool RdmaRecvPath::send_cts(int s) {
-  RecvRequest* req = slots_[s].request;
+  RecvRequest* req = slot_at(s).request;
   const uint8_t* bytes = unsent_cts(s);
   const size_t cts_bytes = cts_size(bytes[5], rails());
   ssize_t rc;
@@ -222,10 +269,14 @@ bool RdmaRecvPath::send_cts(int s) {
     int b = 0;
     while (b < kRdmaSlots && cts_sends_[b].busy.load(std::memory_order_acquire)) ++b;
     if (b == kRdmaSlots) return false;  // all on their way: a later call
+    if (!cts_buffers_ && make_cts_buffers() != ncclSuccess) {
+      req->on_error(kCtsOp, FI_ENOMEM, 0, "no registered memory for the clear-to-send");
+      return true;
+    }
     CtsSend& send = cts_sends_[b];
     std::memcpy(cts_buffer(b), bytes, cts_bytes);
     send.request_slot = s;
-    send.group_seq = slots_[s].group_seq;
+    send.group_seq = slot_at(s).group_seq;
     send.busy.store(true, std::memory_order_release);
     rc = endpoint_.send(cts_buffer(b), cts_bytes, descriptor_of(cts_region_), peer_.address,
                         cts_tag(peer_.remote_comm_id), &send.op);
@@ -265,7 +316,7 @@ void RdmaRecvPath::judge_lost_cts() {
     bool needed = false;
     {
       std::lock_guard<std::mutex> lock(state_mutex_);
-      const Slot& owner = slots_[send.request_slot];
+      const Slot& owner = slot_at(send.request_slot);
       if (owner.request != nullptr && owner.group_seq == send.group_seq) {
         for (int e = 0; e < owner.count; ++e) needed = needed || !owner.entries[e].claimed;
       }
@@ -288,7 +339,7 @@ void RdmaRecvPath::judge_lost_cts() {
 
 bool RdmaRecvPath::filled_eagerly(int s) {
   std::lock_guard<std::mutex> lock(state_mutex_);
-  const Slot& slot = slots_[s];
+  const Slot& slot = slot_at(s);
   for (int e = 0; e < slot.count; ++e) {
     if (!slot.entries[e].eager) return false;
   }
@@ -303,10 +354,10 @@ ncclResult_t RdmaRecvPath::resolve_unsent(Unsent which) {
   constexpr uint32_t kPollsPerClockRead = 256;
   while (unsent_head_ != unsent_tail_) {
     const int s = unsent_[unsent_head_ % kRdmaSlots];
-    const uint32_t count = static_cast<uint32_t>(slots_[s].count);
+    const uint32_t count = static_cast<uint32_t>(slot_at(s).count);
     const bool filled = filled_eagerly(s);
     if (filled && skipped_groups_ < kRdmaMaxSkipped && skipped_messages_ + count <= skip_limit_) {
-      slots_[s].request->complete_now(kCtsOp);
+      slot_at(s).request->complete_now(kCtsOp);
       ++skipped_groups_;
       skipped_messages_ += count;
     } else {
@@ -403,7 +454,9 @@ bool RdmaRecvPath::fill_entry(int index, uint32_t message, int32_t tag, uint64_t
     // Not posted yet: keep it until irecv covers its index.
     if (ahead >= 0) return false;
     for (int s = 0; s < kRdmaSlots && entry == nullptr; ++s) {
-      Slot& slot = slots_[s];
+      Slot* candidate = slots_.find(static_cast<size_t>(s));
+      if (candidate == nullptr) break;  // chunks are allocated in order
+      Slot& slot = *candidate;
       if (slot.request == nullptr || message - slot.first_index >= uint32_t(slot.count)) continue;
       for (int e = 0; e < slot.count; ++e) {
         if (slot.entries[e].tag == tag && !slot.entries[e].claimed) {
@@ -447,7 +500,7 @@ bool RdmaRecvPath::fill_entry(int index, uint32_t message, int32_t tag, uint64_t
   OpContext* op = &bounce.copy_op;
   op->slot = static_cast<uint32_t>((slot_index * kRdmaMaxEntries + entry_index) << 8 | index);
   for (;;) {
-    ssize_t rc = endpoint_.write_self(data, size, descriptor_of(bounce_region_), entry->data,
+    ssize_t rc = endpoint_.write_self(data, size, descriptor_of(bounce_region(index)), entry->data,
                                       region->registration(), op);
     if (rc == 0) return true;
     if (rc != -FI_EAGAIN) {
@@ -465,7 +518,7 @@ void RdmaRecvPath::CopyTarget::on_complete(uint32_t slot, size_t, const uint64_t
   uint32_t position = slot >> 8;
   Bounce& bounce = path->bounces_[slot & 0xff];
   std::lock_guard<std::mutex> lock(path->state_mutex_);
-  Slot& owner = path->slots_[position / kRdmaMaxEntries];
+  Slot& owner = path->slot_at(static_cast<int>(position / kRdmaMaxEntries));
   int entry = static_cast<int>(position % kRdmaMaxEntries);
   if (owner.request != nullptr) {
     owner.request->on_complete(static_cast<uint32_t>(entry), owner.entries[entry].received,
@@ -478,7 +531,7 @@ void RdmaRecvPath::CopyTarget::on_error(uint32_t slot, int error, size_t, const 
   uint32_t position = slot >> 8;
   Bounce& bounce = path->bounces_[slot & 0xff];
   std::lock_guard<std::mutex> lock(path->state_mutex_);
-  Slot& owner = path->slots_[position / kRdmaMaxEntries];
+  Slot& owner = path->slot_at(static_cast<int>(position / kRdmaMaxEntries));
   if (owner.request != nullptr) {
     owner.request->on_error(position % kRdmaMaxEntries, error, 0, text);
   }
@@ -487,15 +540,23 @@ void RdmaRecvPath::CopyTarget::on_error(uint32_t slot, int error, size_t, const 
 
 ncclResult_t RdmaRecvPath::service() {
   if (ncclResult_t result = fault_.result(); result != ncclSuccess) return result;
-  for (int i = 0; i < bounce_count_; ++i) {
+  // Buffers still waiting for a message, or posted again now, and those
+  // that had one: none waiting while messages are at hand means the
+  // provider may be queueing the next ones.
+  int waiting = 0;
+  int arrived = 0;
+  for (int i = 0; i < active_bounces_; ++i) {
     Bounce& bounce = bounces_[i];
     uint8_t state = bounce.state.load(std::memory_order_acquire);
+    if (state == kPosted) ++waiting;
     if (state == kIdle && !closing_) {
       ncclResult_t result = post_bounce(i);
       if (result != ncclSuccess) return result;
+      if (bounce.state.load(std::memory_order_acquire) != kIdle) ++waiting;
       continue;
     }
     if (state == kArrived) {
+      ++arrived;
       ncclResult_t result = ncclSuccess;
       if (!place_eager(i, &result)) {
         if (result != ncclSuccess) return result;
@@ -509,6 +570,7 @@ ncclResult_t RdmaRecvPath::service() {
       if (result != ncclSuccess) return result;
     }
   }
+  if (waiting == 0 && arrived > 0 && !bounces_grown_ && !closing_) grow_bounces();
   return ncclSuccess;
 }
 
@@ -548,12 +610,13 @@ void RdmaRecvPath::on_remote_write(uint32_t value, size_t length) {
     return;
   }
   std::lock_guard<std::mutex> lock(state_mutex_);
-  Slot& slot = slots_[immediate.slot];
-  if (slot.request == nullptr || immediate.entry >= slot.count) {
+  Slot* target = slots_.find(immediate.slot);
+  if (target == nullptr || target->request == nullptr || immediate.entry >= target->count) {
     fail("a write names request slot " + std::to_string(immediate.slot) + " entry " +
          std::to_string(immediate.entry) + ", which has no posted receive");
     return;
   }
+  Slot& slot = *target;
   Entry& entry = slot.entries[immediate.entry];
   uint16_t bit = static_cast<uint16_t>(1u << immediate.segment);
   if (entry.eager) {
@@ -591,7 +654,10 @@ void RdmaRecvPath::complete_if_written(Slot& slot, int index) {
 
 void RdmaRecvPath::take_size_notice(const EagerHeader& header) {
   std::lock_guard<std::mutex> lock(state_mutex_);
-  for (Slot& slot : slots_) {
+  for (int s = 0; s < kRdmaSlots; ++s) {
+    Slot* candidate = slots_.find(static_cast<size_t>(s));
+    if (candidate == nullptr) break;  // chunks are allocated in order
+    Slot& slot = *candidate;
     if (slot.request == nullptr || header.index - slot.first_index >= uint32_t(slot.count))
       continue;
     if (header.tag >= slot.count) break;
@@ -613,7 +679,7 @@ void RdmaRecvPath::recycle(Request* request) {
   auto* req = static_cast<RecvRequest*>(request);
   {
     std::lock_guard<std::mutex> lock(state_mutex_);
-    slots_[slot_of(req)].request = nullptr;
+    slot_at(slot_of(req)).request = nullptr;
   }
   pool_.release(req);
 }
@@ -631,7 +697,7 @@ void RdmaRecvPath::operation_failed(uint32_t slot, int error, const char* text) 
 }
 
 bool RdmaRecvPath::in_flight() {
-  for (int i = 0; i < bounce_count_; ++i) {
+  for (int i = 0; i < active_bounces_; ++i) {
     uint8_t state = bounces_[i].state.load(std::memory_order_acquire);
     if (state == kPosted || state == kCopying) return true;
   }
@@ -648,9 +714,9 @@ void RdmaRecvPath::cancel_receives() {
   // Held back clear-to-sends are not sent any more: their receives wait as
   // any other pending receive does.
   for (; unsent_head_ != unsent_tail_; ++unsent_head_) {
-    slots_[unsent_[unsent_head_ % kRdmaSlots]].request->drop_unposted(1);
+    slot_at(unsent_[unsent_head_ % kRdmaSlots]).request->drop_unposted(1);
   }
-  for (int i = 0; i < bounce_count_; ++i) {
+  for (int i = 0; i < active_bounces_; ++i) {
     if (bounces_[i].state.load(std::memory_order_acquire) == kPosted) {
       endpoint_.cancel(&bounces_[i].op);
     }

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "core/chunked_array.h"
 #include "core/connection_fault.h"
 #include "core/request_pool.h"
 #include "ofi/completion.h"
@@ -59,8 +60,17 @@ class RdmaRecvPath final : public CompletionOwner,
   void on_remote_write(uint32_t immediate, size_t length) override;
 
  private:
-  using RecvRequest = CompletionRequest<kRdmaMaxEntries + 1, OpContext>;
+  // Its operations are never posted to the provider (writes land by
+  // immediate, eager data by bounce buffer): no provider context each.
+  using RecvRequest = CompletionRequest<kRdmaMaxEntries + 1, UnpostedOp>;
   static constexpr int kCtsOp = kRdmaMaxEntries;
+  // Requests and their slots are allocated this many at a time.
+  static constexpr size_t kSlotChunk = 8;
+  // Bounce buffers a comm starts with; it gets the rest of eager_buffers
+  // once eager messages arrive faster than it hands them out (every one of
+  // them full at once). A comm that sends one message at a time (latency
+  // bound, or idle) never needs more.
+  static constexpr int kFirstBounces = 2;
 
   struct Entry {
     void* data = nullptr;
@@ -81,6 +91,9 @@ class RdmaRecvPath final : public CompletionOwner,
     uint32_t first_index = 0;
     int count = 0;
     Entry entries[kRdmaMaxEntries];
+    // Its encoded clear-to-send until sent (cts_stride_ bytes), allocated
+    // on the slot's first use.
+    std::unique_ptr<uint8_t[]> unsent_cts;
   };
   // Walk over the clear-to-sends not sent yet (resolve_unsent).
   enum class Unsent { kFilledOnly, kAll };
@@ -122,11 +135,24 @@ class RdmaRecvPath final : public CompletionOwner,
     RdmaRecvPath* path;
   };
 
-  uint8_t* bounce_data(int index) { return bounce_memory_.data() + index * bounce_stride_; }
-  // Encoded clear-to-sends, cts_stride_ bytes each: held back by request
-  // slot, and registered copies on their way by CtsSend.
-  uint8_t* unsent_cts(int slot) { return unsent_cts_.data() + slot * cts_stride_; }
-  uint8_t* cts_buffer(int send) { return cts_buffers_.data() + send * cts_stride_; }
+  // Bounces [0, first_bounces_) live in block 0, the rest in block 1.
+  int block_of(int index) const { return index < first_bounces_ ? 0 : 1; }
+  uint8_t* bounce_data(int index) {
+    const int first = block_of(index) == 0 ? 0 : first_bounces_;
+    return bounce_blocks_[block_of(index)].get() +
+           static_cast<size_t>(index - first) * bounce_stride_;
+  }
+  void* bounce_region(int index) const { return bounce_regions_[block_of(index)]; }
+  // Allocates and registers block `block` of bounce buffers [first, last).
+  ncclResult_t add_bounce_block(int block, int first, int last);
+  // Gives the comm the rest of its bounce buffers (block 1).
+  void grow_bounces();
+  Slot& slot_at(int s) { return *slots_.find(static_cast<size_t>(s)); }
+  uint8_t* unsent_cts(int s) { return slot_at(s).unsent_cts.get(); }
+  // Registered copies of clear-to-sends on their way, by CtsSend; only for
+  // providers that cannot inject them, so allocated on first use.
+  uint8_t* cts_buffer(int send) { return cts_buffers_.get() + send * cts_stride_; }
+  ncclResult_t make_cts_buffers();
   ncclResult_t post_bounce(int index);
   // Sends the clear-to-send of slot `s` (encoded in unsent_cts(s)) from a
   // free buffer; a failure to post fails its request. False when the
@@ -168,16 +194,18 @@ class RdmaRecvPath final : public CompletionOwner,
   uint16_t write_targets_[kMaxRails] = {};
   uint32_t next_index_ = 0;
   uint32_t next_group_ = 0;
-  std::vector<uint8_t> bounce_memory_;
-  std::unique_ptr<Bounce[]> bounces_;
+  std::unique_ptr<Bounce[]> bounces_;  // bounce_count_ states, first_bounces_ .. in use
   int bounce_count_;
+  int first_bounces_;
+  int active_bounces_;          // first_bounces_, or bounce_count_ once grown
+  bool bounces_grown_ = false;  // or growing failed: not tried again
+  std::unique_ptr<uint8_t[]> bounce_blocks_[2];
+  void* bounce_regions_[2] = {};
   bool closing_ = false;
-  void* bounce_region_ = nullptr;
-  // Sized for this connection's rails, not kMaxRails: 9 KiB instead of 37
-  // per array on one rail.
+  // Sized for this connection's rails, not kMaxRails: 276 bytes instead
+  // of 1,172 on one rail.
   size_t cts_stride_;
-  std::vector<uint8_t> unsent_cts_;
-  std::vector<uint8_t> cts_buffers_;
+  std::unique_ptr<uint8_t[]> cts_buffers_;
   CtsSend cts_sends_[kRdmaSlots];
   CtsTarget cts_target_{this};
   std::atomic<int> lost_cts_{0};
@@ -204,11 +232,12 @@ class RdmaRecvPath final : public CompletionOwner,
   std::chrono::steady_clock::time_point head_since_{};
   void* cts_region_ = nullptr;
   CopyTarget copy_target_{this};
-  std::mutex state_mutex_;  // slots_: the comm's thread and the polling thread
-  Slot slots_[kRdmaSlots];
+  // slots_ (and allocating its chunks): the comm's thread and the polling thread
+  std::mutex state_mutex_;
+  ChunkedArray<Slot, kRdmaSlots, kSlotChunk> slots_;
   bool needs_notices_ = false;
   ConnectionFault fault_;
-  RequestPool<RecvRequest, kRdmaSlots> pool_;
+  RequestPool<RecvRequest, kRdmaSlots, kSlotChunk> pool_;
 };
 
 }  // namespace weft::ofi
