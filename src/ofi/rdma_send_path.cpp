@@ -46,13 +46,25 @@ ncclResult_t RdmaSendPath::start() {
   ncclResult_t result = register_memory(endpoint_, cts_bytes_.data(), cts_bytes_.size(),
                                         MemorySource{}, &cts_region_);
   if (result != ncclSuccess) return result;
-  result = register_memory(endpoint_, headers_, sizeof(headers_), MemorySource{}, &header_region_);
-  if (result != ncclSuccess) return result;
   for (int i = 0; i < kCtsBuffers; ++i) {
     result = post_cts_receive(i);
     if (result != ncclSuccess) return result;
   }
   return ncclSuccess;
+}
+
+ncclResult_t RdmaSendPath::make_headers() {
+  const size_t size = kHeaderRows * kEagerHeaderSize;
+  headers_.reset(new (std::nothrow) uint8_t[size]());
+  ncclResult_t result =
+      headers_ ? register_memory(endpoint_, headers_.get(), size, MemorySource{}, &header_region_)
+               : ncclSystemError;
+  if (result != ncclSuccess) {
+    headers_.reset();
+    WEFT_WARN("%s: no registered memory for eager headers to %s", endpoint_.device_name().c_str(),
+              peer_.name.c_str());
+  }
+  return result;
 }
 
 ncclResult_t RdmaSendPath::post_cts_receive(int index) {
@@ -284,7 +296,11 @@ ncclResult_t RdmaSendPath::send_eager(void* data, size_t size, int tag, void* mh
     header.tag = wire_message_tag;
     header.size = size;
     header.truncated = truncated;
-    uint8_t* bytes = headers_[index_of(req)];
+    if (!headers_ && make_headers() != ncclSuccess) {
+      pool_.release(req);
+      return ncclSystemError;
+    }
+    uint8_t* bytes = header_row(index_of(req));
     encode_eager_header(header, bytes);
     rc = endpoint_.send_with_header(bytes, kEagerHeaderSize, descriptor_of(header_region_), data,
                                     truncated ? 0 : size, descriptor_of(mhandle),
@@ -384,7 +400,12 @@ ncclResult_t RdmaSendPath::write_message(Group& group, int entry, void* data, si
     notice.tag = entry;
     notice.size = size;
     notice.size_notice = true;
-    uint8_t* bytes = headers_[index_of(req)];
+    if (!headers_ && make_headers() != ncclSuccess) {
+      req->on_error(static_cast<uint32_t>(segments), FI_ENOMEM, 0, "no memory for the size notice");
+      *request = req;
+      return ncclSuccess;
+    }
+    uint8_t* bytes = header_row(index_of(req));
     encode_eager_header(notice, bytes);
     const bool inject = endpoint_.may_inject(kEagerHeaderSize);
     for (;;) {
@@ -504,7 +525,8 @@ void RdmaSendPath::send_abort_notice() {
   EagerHeader notice;
   notice.index = next_index_;
   notice.aborted = true;
-  uint8_t* bytes = headers_[kPoolSize];
+  if (!headers_ && make_headers() != ncclSuccess) return;
+  uint8_t* bytes = header_row(static_cast<int>(kPoolSize));
   encode_eager_header(notice, bytes);
   ssize_t rc = endpoint_.send_with_header(bytes, kEagerHeaderSize, descriptor_of(header_region_),
                                           nullptr, 0, nullptr, kEagerHeaderFollows, peer_.address,

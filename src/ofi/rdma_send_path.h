@@ -119,6 +119,9 @@ class RdmaSendPath final : public CompletionOwner, public CompletionTarget {
   ncclResult_t poll_rails();
   int index_of(const SendRequest* request) const { return pool_.index_of(request); }
   uint8_t* cts_bytes(int buffer) { return cts_bytes_.data() + buffer * cts_stride_; }
+  // Registers headers_ on first use.
+  ncclResult_t make_headers();
+  uint8_t* header_row(int row) { return headers_.get() + row * kEagerHeaderSize; }
   // Entry `entry` of group `group`: rails_.size() addresses, then as many keys.
   uint64_t* remote_target(const Group& group, int entry) {
     size_t position = static_cast<size_t>(&group - groups_) * kRdmaMaxEntries + entry;
@@ -170,8 +173,11 @@ class RdmaSendPath final : public CompletionOwner, public CompletionTarget {
   size_t cts_stride_;
   std::vector<uint8_t> cts_bytes_;
   std::vector<uint64_t> remote_targets_;
-  // Row kPoolSize: the abort notice.
-  uint8_t headers_[kPoolSize + 1][kEagerHeaderSize] = {};
+  // Eager headers and size notices, a row per request; row kPoolSize: the
+  // abort notice. Allocated on first use: under the provider's matching a
+  // message's index and tag usually travel in its immediate instead.
+  static constexpr size_t kHeaderRows = kPoolSize + 1;
+  std::unique_ptr<uint8_t[]> headers_;
   static constexpr uint32_t kAbortSlot = 0xffff;
   OpContext abort_op_;
   bool abort_posted_ = false;
@@ -179,7 +185,9 @@ class RdmaSendPath final : public CompletionOwner, public CompletionTarget {
   void* cts_region_ = nullptr;
   void* header_region_ = nullptr;
   ConnectionFault fault_;
-  RequestPool<SendRequest, kPoolSize> pool_;
+  // Four at a time: a request holds a context per segment (1.8 KiB), and
+  // most comms have only a few sends in flight.
+  RequestPool<SendRequest, kPoolSize, 4> pool_;
 };
 
 }  // namespace weft::ofi
