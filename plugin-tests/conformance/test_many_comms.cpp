@@ -2,6 +2,7 @@
 // job's alltoall opens them: every comm moves checked bytes, posted in
 // opposite orders on the two sides; then a few comms stay busy with many
 // requests and grouped receives while the others idle.
+#include <malloc.h>
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -116,6 +117,19 @@ RoundBuffers round_buffers(NetClient& c, const std::vector<void*>& comms,
   return rb;
 }
 
+// After one 4 KiB message on every comm (round 0), with the test's own
+// buffers freed and the heap trimmed: what each comm holds once it has been
+// used, which a figure right after connecting may not show yet (memory
+// touched on first use).
+void report_after_use(const char* side, int comms, const ProcUsage& before) {
+  malloc_trim(0);
+  const ProcUsage after = proc_usage();
+  std::printf("%s: after a message on every comm: per comm %.1f KiB resident (%ld -> %ld KiB)\n",
+              side, static_cast<double>(after.rss_kib - before.rss_kib) / comms, before.rss_kib,
+              after.rss_kib);
+  std::fflush(stdout);
+}
+
 void report(const char* side, int comms, double connect_s, const ProcUsage& before,
             const ProcUsage& after) {
   std::printf(
@@ -164,6 +178,7 @@ TEST_CASE("WEFT_TEST_COMMS (1024) comm pairs at once: every comm moves checked b
         }
         report("receiver", comms, seconds_since(t0), before, proc_usage());
         for (int round = 0; round < 2; ++round) {
+          if (round == 1) report_after_use("receiver", comms, before);
           const auto shares = shares_of(round, comms, info.max_recvs);
           RoundBuffers rb = round_buffers(*c, rcs, shares, round, false);
           std::vector<Pending> reqs;
@@ -233,6 +248,7 @@ TEST_CASE("WEFT_TEST_COMMS (1024) comm pairs at once: every comm moves checked b
         }
         report("sender", comms, seconds_since(t0), before, proc_usage());
         for (int round = 0; round < 2; ++round) {
+          if (round == 1) report_after_use("sender", comms, before);
           const auto shares = shares_of(round, comms, info.max_recvs);
           RoundBuffers rb = round_buffers(*c, scs, shares, round, true);
           std::vector<Pending> reqs;
