@@ -274,6 +274,34 @@ void PeerLinks::accept_locked() {
   }
 }
 
+std::shared_ptr<PeerLinks> shared_peer_links(HeldByComms<PeerLinks>* held,
+                                             const std::string& socket_ifname, int timeout_ms,
+                                             bool* refusal_said) {
+  if (timeout_ms == 0) return nullptr;
+  auto open = [&](std::shared_ptr<PeerLinks>* out) {
+    SocketAddress local;
+    std::string ifname;
+    std::string error;
+    if (!pick_local_address(socket_ifname, AF_UNSPEC, &local, &ifname, &error) ||
+        !(*out = PeerLinks::open(local, timeout_ms, &error))) {
+      if (!*refusal_said) {
+        *refusal_said = true;
+        WEFT_WARN(
+            "no liveness links (%s): a peer process that dies or a host that vanishes is "
+            "noticed only through the transport's own errors, which some never report",
+            error.c_str());
+      }
+      return ncclSystemError;
+    }
+    WEFT_INFO(NCCL_INIT, "liveness links on %s (%s)", (*out)->identity().address.text().c_str(),
+              ifname.c_str());
+    return ncclSuccess;
+  };
+  std::shared_ptr<PeerLinks> links;
+  if (held->get([](const PeerLinks&) { return true; }, open, &links) != ncclSuccess) return nullptr;
+  return links;
+}
+
 ncclResult_t PeerWatch::check(const std::string& device, const std::string& peer) {
   if (fault_.raised()) return fault_.result();
   if ((++calls_ & 63u) != 0) return ncclSuccess;

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "core/connection_fault.h"
+#include "core/held_by_comms.h"
 #include "core/socket_address.h"
 #include "core/tcp_channel.h"
 
@@ -120,6 +121,13 @@ class PeerLinks {
   std::unordered_map<uint64_t, std::shared_ptr<PeerLink>> links_;
   std::vector<Arriving> arriving_;  // accepted, hello not read yet
 };
+
+// A transport's links: opened on `socket_ifname` (WEFT_SOCKET_IFNAME) by the
+// first comm that asks, held by the comms. Null when timeout_ms is 0 or
+// they cannot be opened (warned once, through *refusal_said).
+std::shared_ptr<PeerLinks> shared_peer_links(HeldByComms<PeerLinks>* held,
+                                             const std::string& socket_ifname, int timeout_ms,
+                                             bool* refusal_said);
 
 // A comm's view of its peer's link: fails the comm once the link has been
 // gone for a grace period (a completion the peer sent just before it left

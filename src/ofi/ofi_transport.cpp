@@ -315,31 +315,8 @@ ncclResult_t OfiTransport::endpoint_for(int rail, std::shared_ptr<Endpoint>* out
 }
 
 std::shared_ptr<PeerLinks> OfiTransport::peer_links() {
-  if (params_.peer_timeout_ms == 0) return nullptr;
-  auto open = [&](std::shared_ptr<PeerLinks>* out) {
-    SocketAddress local;
-    std::string ifname;
-    std::string error;
-    if (!pick_local_address(params_.socket_ifname, AF_UNSPEC, &local, &ifname, &error) ||
-        !(*out = PeerLinks::open(local, static_cast<int>(params_.peer_timeout_ms), &error))) {
-      if (!links_refused_) {
-        links_refused_ = true;
-        WEFT_WARN(
-            "no liveness links (%s): a peer process that dies or a host that vanishes is "
-            "noticed only through the provider's errors, which some never report",
-            error.c_str());
-      }
-      return ncclSystemError;
-    }
-    WEFT_INFO(NCCL_INIT, "liveness links on %s (%s)", (*out)->identity().address.text().c_str(),
-              ifname.c_str());
-    return ncclSuccess;
-  };
-  std::shared_ptr<PeerLinks> links;
-  if (links_.get([](const PeerLinks&) { return true; }, open, &links) != ncclSuccess) {
-    return nullptr;
-  }
-  return links;
+  return shared_peer_links(&links_, params_.socket_ifname,
+                           static_cast<int>(params_.peer_timeout_ms), &links_refused_);
 }
 
 ncclResult_t OfiTransport::listen(int dev, void* handle, ListenComm** listen_comm) {
