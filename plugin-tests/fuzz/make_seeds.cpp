@@ -153,6 +153,11 @@ void verbs_wire() {
   verbs::encode_connection_info(info, bytes);
   write_seed("fuzz_verbs_wire", "sender", 0, bytes, sizeof(bytes));
   info.role = verbs::Role::Receiver;
+  // With a liveness identity (the sender's seed has none).
+  info.process.token = 0x0123456789abcdefull;
+  in_addr address{};
+  address.s_addr = htonl(0x0a000001);
+  info.process.address = SocketAddress::from_ipv4(address, 40000);
   verbs::encode_connection_info(info, bytes);
   write_seed("fuzz_verbs_wire", "receiver", 1, bytes, sizeof(bytes));
   struct {

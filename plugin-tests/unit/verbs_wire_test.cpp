@@ -1,5 +1,7 @@
 // The verbs transport's wire formats: connection info, clear-to-send
 // groups and immediates, with every rejection checked by its message.
+#include <arpa/inet.h>
+
 #include <catch2/catch.hpp>
 #include <cstring>
 
@@ -23,6 +25,12 @@ ConnectionInfo sample_info() {
   info.fifo_rkey = 0xabcd;
   info.split_data = true;
   return info;
+}
+
+weft::SocketAddress ten_one_two_three() {
+  in_addr address{};
+  address.s_addr = htonl(0x0a010203);
+  return weft::SocketAddress::from_ipv4(address, 4567);
 }
 
 std::string decode_error(const uint8_t* bytes, Role expected = Role::Sender) {
@@ -65,6 +73,28 @@ TEST_CASE("connection info round-trips every field", "[unit][verbs_wire]") {
   CHECK(out.ece);
   CHECK(out.ece_vendor_id == 0x15b3);
   CHECK(out.ece_options == 0x80000007);
+  CHECK(out.process.token == 0);  // none offered
+
+  ConnectionInfo with_link = in;
+  with_link.process.token = 0x1122334455667788;
+  with_link.process.address = ten_one_two_three();
+  encode_connection_info(with_link, bytes);
+  REQUIRE(decode_connection_info(bytes, sizeof(bytes), Role::Sender, &out, &error));
+  CHECK(out.process.token == 0x1122334455667788);
+  CHECK(out.process.address.text() == "10.1.2.3:4567");
+}
+
+TEST_CASE("connection info: a malformed liveness identity is refused", "[unit][verbs_wire]") {
+  ConnectionInfo with_link = sample_info();
+  with_link.process.token = 42;
+  with_link.process.address = ten_one_two_three();
+  uint8_t b[kConnectionInfoSize];
+  encode_connection_info(with_link, b);
+  b[136] = 0xee;  // the address's family
+  CHECK(decode_error(b).rfind("liveness identity: peer identity: ", 0) == 0);
+  encode_connection_info(sample_info(), b);
+  b[140] = 1;  // an address without a token
+  CHECK(decode_error(b) == "liveness address without a token");
 }
 
 TEST_CASE("connection info: each malformed field is refused by name", "[unit][verbs_wire]") {
@@ -75,14 +105,14 @@ TEST_CASE("connection info: each malformed field is refused by name", "[unit][ve
 
   ConnectionInfo out;
   std::string error;
-  CHECK_FALSE(decode_connection_info(good, 127, Role::Sender, &out, &error));
-  CHECK(error == "connection info of 127 bytes, expected 128");
+  CHECK_FALSE(decode_connection_info(good, 159, Role::Sender, &out, &error));
+  CHECK(error == "connection info of 159 bytes, expected 160");
   reset();
   b[0] ^= 1;
   CHECK(decode_error(b).find("bad magic") != std::string::npos);
   reset();
   b[4] = 9;
-  CHECK(decode_error(b) == "connection info version 9, this weft speaks 1 (mixed weft versions?)");
+  CHECK(decode_error(b) == "connection info version 9, this weft speaks 2 (mixed weft versions?)");
   reset();
   b[5] = 3;
   CHECK(decode_error(b) == "unknown role 3");

@@ -1,7 +1,9 @@
 // What the verbs send and receive comms share: the port, the queue pairs,
-// the side channel kept open to notice a vanished peer, memory
-// registration, requests, and the connection's failure state (the first
-// failure ends the connection; every later call reports it).
+// how a vanished peer is noticed (the liveness link to its process, shared
+// by every comm with it, or without links the comm's own side channel,
+// kept open), memory registration, requests, and the connection's failure
+// state (the first failure ends the connection; every later call reports
+// it).
 #pragma once
 
 #include <chrono>
@@ -11,6 +13,7 @@
 #include <string>
 
 #include "core/connection_fault.h"
+#include "core/peer_links.h"
 #include "core/request.h"
 #include "core/request_pool.h"
 #include "core/tcp_channel.h"
@@ -39,6 +42,7 @@ struct ConnectionSetup {
   std::shared_ptr<OpenPort> port;
   QueuePairs qps;
   TcpStream stream;
+  std::shared_ptr<PeerLinks> links;  // liveness links; null: none (the stream stays open)
   std::string peer_name;
   // Keepalive on the side channel: a peer host that vanishes (no FIN, no
   // RST) fails it like a peer that exits. 0: none.
@@ -74,6 +78,20 @@ class VerbsDataComm : public Interface, public RequestOwner {
 
   // The peer's side-channel address, for messages.
   const std::string& peer_name() const { return setup_.peer_name; }
+  // This process's liveness identity for the connection info (token 0: none).
+  PeerIdentity own_identity() const {
+    return setup_.links ? setup_.links->identity() : PeerIdentity{};
+  }
+  // Once connected: with a link to the peer's process to watch, the side
+  // channel closes (no fd per comm); else it stays open to be watched.
+  void watch_peer(const PeerIdentity& peer) {
+    if (!setup_.links || peer.token == 0 || watching_) return;
+    std::shared_ptr<PeerLink> link = setup_.links->link_to(peer, setup_.peer_name);
+    if (!link) return;
+    watch_.watch(setup_.links, std::move(link));
+    watching_ = true;
+    setup_.stream = TcpStream{};
+  }
 
  protected:
   OpenPort& port() { return *setup_.port; }
@@ -155,9 +173,10 @@ class VerbsDataComm : public Interface, public RequestOwner {
     if (now < next_peer_check_) return ncclSuccess;
     next_peer_check_ = now + std::chrono::milliseconds(200);
     port().poll_async_events();
-    if ((!waiting && !has_pending()) || !setup_.stream.valid() || !setup_.stream.peer_closed()) {
-      return ncclSuccess;
-    }
+    if (!waiting && !has_pending()) return ncclSuccess;
+    // The link's verdict, after its own grace period (logged once there).
+    if (watching_) return watch_.check_now(port().name(), peer_name());
+    if (!setup_.stream.valid() || !setup_.stream.peer_closed()) return ncclSuccess;
     // A completion the peer saw acknowledged may still be on its way into
     // this queue (an ack can overtake the completion entry): fail only if
     // requests stay pending for a while after the peer left.
@@ -227,6 +246,8 @@ class VerbsDataComm : public Interface, public RequestOwner {
   uint32_t port_failures_ = 0;
   ConnectionFault fault_;
   RequestPool<VerbsRequest, kMaxRequests * kMaxRecvs> pool_;
+  PeerWatch watch_;
+  bool watching_ = false;
   std::chrono::steady_clock::time_point next_peer_check_{};
   std::chrono::steady_clock::time_point peer_gone_since_{};
 };

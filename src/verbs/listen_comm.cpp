@@ -26,6 +26,7 @@ ncclResult_t VerbsListenComm::take_new_connections() {
     setup.peer_name = stream.peer().text();
     setup.stream = std::move(stream);
     setup.peer_timeout_ms = options_.peer_timeout_ms;
+    setup.links = options_.links;
     auto comm = std::make_unique<VerbsRecvComm>(std::move(setup), options_, listen_id_);
     if (!comm->prepare(&error)) {
       WEFT_WARN("%s: preparing a receive comm failed: %s", port_->name().c_str(), error.c_str());

@@ -89,11 +89,14 @@ bool VerbsRecvComm::connect(const ConnectionInfo& remote, ConnectionInfo* local,
   local->fifo_address = reinterpret_cast<uint64_t>(control_->sizes);
   local->fifo_rkey = control_region_->rkey;
   local->split_data = split_data_;
+  local->process = own_identity();
   return true;
 }
 
 SetupProgress VerbsRecvComm::advance_setup(std::string* error) {
-  return exchange_.advance(stream(), error);
+  SetupProgress progress = exchange_.advance(stream(), error);
+  if (progress == SetupProgress::Done) watch_peer(remote_.process);
+  return progress;
 }
 
 ncclResult_t VerbsRecvComm::irecv(int n, void** data, const size_t* sizes, const int* tags,

@@ -17,7 +17,8 @@ namespace weft::verbs {
 struct RecvOptions {
   QpSettings qp_settings;
   FlushMethod flush = FlushMethod::Read;
-  int peer_timeout_ms = 0;  // side channel keepalive (WEFT_PEER_TIMEOUT_MS)
+  int peer_timeout_ms = 0;           // side channel keepalive (WEFT_PEER_TIMEOUT_MS)
+  std::shared_ptr<PeerLinks> links;  // liveness links; null: none
 };
 
 class VerbsRecvComm final : public VerbsDataComm<RecvComm> {

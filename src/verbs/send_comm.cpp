@@ -82,11 +82,14 @@ ConnectionInfo VerbsSendComm::local_info() const {
   info.adaptive_routing = options_.adaptive_routing;
   info.ece =
       options_.qp_settings.ece && self.qps().query_ece(&info.ece_vendor_id, &info.ece_options);
+  info.process = own_identity();
   return info;
 }
 
 SetupProgress VerbsSendComm::advance_setup(std::string* error) {
-  return exchange_.advance(stream(), error);
+  SetupProgress progress = exchange_.advance(stream(), error);
+  if (progress == SetupProgress::Done) watch_peer(remote_.process);
+  return progress;
 }
 
 ncclResult_t VerbsSendComm::isend(void* data, size_t size, int tag, void* mhandle,

@@ -129,6 +129,11 @@ bool VerbsTransport::side_channel_address(SocketAddress* local, std::string* ifn
   return true;
 }
 
+std::shared_ptr<PeerLinks> VerbsTransport::peer_links() {
+  return shared_peer_links(&links_, params_.socket_ifname,
+                           static_cast<int>(params_.peer_timeout_ms), &links_refused_);
+}
+
 ncclResult_t VerbsTransport::listen(int dev, void* handle, ListenComm** listen_comm) {
   *listen_comm = nullptr;
   std::shared_ptr<OpenPort> port;
@@ -162,6 +167,7 @@ ncclResult_t VerbsTransport::listen(int dev, void* handle, ListenComm** listen_c
   // asked (iflush names a driver without cuFlushGPUDirectRDMAWrites).
   options.flush = choose_flush(params_.gdr_flush, true, true);
   options.peer_timeout_ms = static_cast<int>(params_.peer_timeout_ms);
+  options.links = peer_links();
   WEFT_INFO(NCCL_NET, "%s: listening on %s (%s)", port->name().c_str(),
             listener->address().text().c_str(), ifname.c_str());
   *listen_comm = new VerbsListenComm(std::move(port), std::move(listener), listen_id, options,
@@ -207,6 +213,7 @@ ncclResult_t VerbsTransport::connect(int dev, const CommConfig& config, void* ha
     setup.port = port;
     setup.peer_name = peer.text();
     setup.peer_timeout_ms = static_cast<int>(params_.peer_timeout_ms);
+    setup.links = peer_links();
     if (!TcpStream::connect(peer, &setup.stream, &error)) {
       WEFT_WARN("connect on %s: %s", port->name().c_str(), error.c_str());
       return ncclRemoteError;

@@ -50,6 +50,7 @@ class VerbsTransport final : public Transport {
   // The side channel's local address, chosen once: every listen asking
   // getifaddrs (a netlink dump) cost a tenth of a 10^4-listen setup.
   bool side_channel_address(SocketAddress* local, std::string* ifname, std::string* error);
+  std::shared_ptr<PeerLinks> peer_links();
 
   // A port as discovered. Its OpenPort (context, PD, MR cache) is opened by
   // the first comm and held only by comms: NCCL v6..v10 unload the plugin
@@ -71,6 +72,8 @@ class VerbsTransport final : public Transport {
   SocketAddress side_address_;
   std::string side_ifname_;
   PendingConnects<VerbsSendComm> pending_;
+  HeldByComms<PeerLinks> links_;
+  bool links_refused_ = false;  // said once: no liveness links
 };
 
 }  // namespace weft::verbs

@@ -1,8 +1,9 @@
 // What the verbs transport's peers exchange, and how every byte is checked:
 //
 // - ConnectionInfo, once per direction over the TCP side channel: queue pair
-//   numbers, the port's address (LID, GID), MTU and the FIFO the peer writes
-//   into (the sender's clear-to-send FIFO, the receiver's sizes FIFO).
+//   numbers, the port's address (LID, GID), MTU, the FIFO the peer writes
+//   into (the sender's clear-to-send FIFO, the receiver's sizes FIFO) and
+//   the process's liveness identity.
 // - FifoEntry, written by the receiver with an RDMA write into the sender's
 //   FIFO: one per receive of a group, naming the buffer, its size and tag.
 // - The immediate of the last write of a message: the size of a single
@@ -18,6 +19,7 @@
 #include <cstdint>
 #include <string>
 
+#include "core/peer_links.h"
 #include "weft/transport.h"
 
 namespace weft::verbs {
@@ -46,9 +48,13 @@ struct ConnectionInfo {
   bool ece = false;
   uint32_t ece_vendor_id = 0;
   uint32_t ece_options = 0;
+  // Where this process's liveness links are accepted (token 0: none). With
+  // one, both sides watch the shared link to the peer process and close the
+  // side channel once connected: no fd per comm.
+  PeerIdentity process;
 };
 
-constexpr size_t kConnectionInfoSize = 128;
+constexpr size_t kConnectionInfoSize = 160;
 void encode_connection_info(const ConnectionInfo& info, uint8_t out[kConnectionInfoSize]);
 // False, with the field and value named in *error, for anything malformed,
 // or a message from the wrong role.
