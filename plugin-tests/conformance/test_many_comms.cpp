@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 
 #include "net_ops.h"
 #include "pattern.h"
@@ -130,6 +131,20 @@ void report_after_use(const char* side, int comms, const ProcUsage& before) {
   std::fflush(stdout);
 }
 
+// Connected comms keep no fd each: every transport shares its sockets per
+// endpoint or per peer process (the liveness links). Not without links:
+// the verbs side channel then stays open per comm.
+void check_fds_shared(const char* side, int comms, const ProcUsage& before,
+                      const ProcUsage& after) {
+  const char* timeout = std::getenv("WEFT_PEER_TIMEOUT_MS");
+  if (comms < 256 || (timeout != nullptr && std::string(timeout) == "0")) return;
+  constexpr long kFixed = 64;  // links, provider sockets, files opened once
+  FT_REQUIRE(after.fds - before.fds <= kFixed, side << ": " << comms << " connected comms hold "
+                                                    << after.fds - before.fds
+                                                    << " fds more than before connecting (at most "
+                                                    << kFixed << " expected: nothing per comm)");
+}
+
 void report(const char* side, int comms, double connect_s, const ProcUsage& before,
             const ProcUsage& after) {
   std::printf(
@@ -177,6 +192,7 @@ TEST_CASE("WEFT_TEST_COMMS (1024) comm pairs at once: every comm moves checked b
                       " left)");
         }
         report("receiver", comms, seconds_since(t0), before, proc_usage());
+        check_fds_shared("receiver", comms, before, proc_usage());
         for (int round = 0; round < 2; ++round) {
           if (round == 1) report_after_use("receiver", comms, before);
           const auto shares = shares_of(round, comms, info.max_recvs);
@@ -247,6 +263,7 @@ TEST_CASE("WEFT_TEST_COMMS (1024) comm pairs at once: every comm moves checked b
                       " left)");
         }
         report("sender", comms, seconds_since(t0), before, proc_usage());
+        check_fds_shared("sender", comms, before, proc_usage());
         for (int round = 0; round < 2; ++round) {
           if (round == 1) report_after_use("sender", comms, before);
           const auto shares = shares_of(round, comms, info.max_recvs);
