@@ -119,7 +119,65 @@ void stray_dropped_after_timeout() {
   FT_OK(c->finalize());
 }
 
+// Every listen shares the process's side-channel socket: a connect with
+// the handle of a listen already closed is dropped there (the connector
+// fails, it does not wait), while the other listens keep theirs.
+void closed_listener_among_open_ones() {
+  ::setenv("WEFT_CONNECT_TIMEOUT_MS", "20000", 1);
+  auto c = open_plugin(12);
+  const int dev = test_device(*c);
+  Handle closed_handle, open_handle;
+  void* closed_lc = do_listen(*c, dev, closed_handle);
+  void* open_lc = do_listen(*c, dev, open_handle);
+  FT_REQUIRE(std::memcmp(closed_handle.bytes, open_handle.bytes, sizeof(closed_handle.bytes)) != 0,
+             "two listens gave the same handle");
+  FT_OK(c->close_listen(closed_lc));
+
+  void* stale = nullptr;
+  ncclResult_t result = ncclSuccess;
+  const auto start = std::chrono::steady_clock::now();
+  while (result == ncclSuccess && stale == nullptr) {
+    result = c->connect(dev, closed_handle.bytes, &stale);
+    void* rc = nullptr;
+    FT_OK(c->accept(open_lc, &rc));  // drives the shared socket
+    FT_REQUIRE(rc == nullptr, "the open listener accepted the stale handle's connection");
+    FT_REQUIRE(std::chrono::steady_clock::now() - start < std::chrono::seconds(10),
+               "a connect to a closed listener still pending after 10 s");
+  }
+  FT_REQUIRE(result == ncclRemoteError && stale == nullptr,
+             "a connect to a closed listener returned " << result << " instead of failing");
+
+  void* sc = nullptr;
+  void* rc = nullptr;
+  while (!sc || !rc) {
+    if (!sc) FT_OK(c->connect(dev, open_handle.bytes, &sc));
+    if (!rc) FT_OK(c->accept(open_lc, &rc));
+    FT_DEADLINE("connecting to the listen still open");
+  }
+  FT_OK(c->close_listen(open_lc));
+  const size_t n = 4096;
+  Buffer sbuf(n), rbuf(n);
+  fill_pattern(sbuf.data(), n, pattern_seed(43, 12));
+  {
+    Mr ms(*c, sc, sbuf.data(), n), mr(*c, rc, rbuf.data(), n);
+    void* rreq = post_irecv1(*c, rc, rbuf.data(), n, 3, mr.get());
+    void* sreq = post_isend(*c, sc, sbuf.data(), n, 3, ms.get());
+    wait_ok(*c, sreq, "send to the open listen's comm");
+    FT_REQUIRE(wait_ok(*c, rreq, "receive on the open listen's comm") == static_cast<int>(n),
+               "size");
+    check_received(rbuf.data(), n, n, pattern_seed(43, 12), "receive on the open listen's comm");
+  }
+  FT_OK(c->close_send(sc));
+  FT_OK(c->close_recv(rc));
+  FT_OK(c->finalize());
+}
+
 }  // namespace
+
+TEST_CASE("a connect to a closed listener fails while other listens share its socket", "[stray]") {
+  auto r = run_one([&](Rank&) { closed_listener_among_open_ones(); });
+  REQUIRE_RANKS(r);
+}
 
 TEST_CASE("a silent side-channel connection is dropped after WEFT_CONNECT_TIMEOUT_MS", "[stray]") {
   auto r = run_one([&](Rank&) { stray_dropped_after_timeout(); });

@@ -2,33 +2,39 @@
 
 namespace weft::verbs {
 
-VerbsListenComm::VerbsListenComm(std::shared_ptr<OpenPort> port,
-                                 std::unique_ptr<TcpListener> listener, uint32_t listen_id,
-                                 const RecvOptions& options, int connect_timeout_ms)
+VerbsListenComm::VerbsListenComm(std::shared_ptr<OpenPort> port, std::shared_ptr<ListenerHub> hub,
+                                 uint32_t listen_id, const RecvOptions& options,
+                                 int connect_timeout_ms)
     : port_(std::move(port)),
-      listener_(std::move(listener)),
+      hub_(std::move(hub)),
       listen_id_(listen_id),
       options_(options),
-      connect_timeout_(connect_timeout_ms) {}
+      connect_timeout_(connect_timeout_ms) {
+  hub_->add(listen_id_);
+}
+
+VerbsListenComm::~VerbsListenComm() {
+  hub_->remove(listen_id_);
+}
 
 ncclResult_t VerbsListenComm::take_new_connections() {
   std::string error;
-  while (accepting_.size() < kMaxAccepting) {
-    TcpStream stream;
-    if (!listener_->accept(&stream, &error)) {
-      WEFT_WARN("%s: accepting a connection on %s failed: %s", port_->name().c_str(),
-                listener_->address().text().c_str(), error.c_str());
-      return ncclSystemError;
-    }
-    if (!stream.valid()) return ncclSuccess;
+  if (accepting_.size() >= kMaxAccepting) return ncclSuccess;
+  std::vector<ListenerHub::Arrival> arrivals;
+  if (!hub_->take(listen_id_, kMaxAccepting - accepting_.size(), &arrivals, &error)) {
+    WEFT_WARN("%s: accepting a connection on %s failed: %s", port_->name().c_str(),
+              hub_->address().text().c_str(), error.c_str());
+    return ncclSystemError;
+  }
+  for (ListenerHub::Arrival& arrival : arrivals) {
     ConnectionSetup setup;
     setup.port = port_;
-    setup.peer_name = stream.peer().text();
-    setup.stream = std::move(stream);
+    setup.peer_name = arrival.stream.peer().text();
+    setup.stream = std::move(arrival.stream);
     setup.peer_timeout_ms = options_.peer_timeout_ms;
     setup.links = options_.links;
     auto comm = std::make_unique<VerbsRecvComm>(std::move(setup), options_, listen_id_);
-    if (!comm->prepare(&error)) {
+    if (!comm->prepare(arrival.info, &error)) {
       WEFT_WARN("%s: preparing a receive comm failed: %s", port_->name().c_str(), error.c_str());
       return ncclSystemError;
     }

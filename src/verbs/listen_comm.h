@@ -1,4 +1,4 @@
-// A listening verbs comm: the TCP side channel's listener, and the
+// A listening verbs comm: its place in the process's listener hub, and the
 // connections being accepted (NCCL's accept() returns nothing until an
 // exchange finished). Exchanges advance side by side, so a connector that
 // stalls (a peer that died, a stale or forged handle) cannot hold up the
@@ -9,15 +9,18 @@
 #include <memory>
 #include <vector>
 
-#include "core/tcp_channel.h"
+#include "verbs/listener_hub.h"
 #include "verbs/recv_comm.h"
 
 namespace weft::verbs {
 
 class VerbsListenComm final : public ListenComm {
  public:
-  VerbsListenComm(std::shared_ptr<OpenPort> port, std::unique_ptr<TcpListener> listener,
+  VerbsListenComm(std::shared_ptr<OpenPort> port, std::shared_ptr<ListenerHub> hub,
                   uint32_t listen_id, const RecvOptions& options, int connect_timeout_ms);
+  ~VerbsListenComm() override;
+  VerbsListenComm(const VerbsListenComm&) = delete;
+  VerbsListenComm& operator=(const VerbsListenComm&) = delete;
 
   ncclResult_t accept(RecvComm** recv_comm) override;
 
@@ -32,7 +35,7 @@ class VerbsListenComm final : public ListenComm {
   ncclResult_t take_new_connections();
 
   std::shared_ptr<OpenPort> port_;
-  std::unique_ptr<TcpListener> listener_;
+  std::shared_ptr<ListenerHub> hub_;
   uint32_t listen_id_;
   RecvOptions options_;
   std::chrono::milliseconds connect_timeout_;

@@ -18,15 +18,14 @@ VerbsRecvComm::~VerbsRecvComm() {
   release_control(control_, control_region_);
 }
 
-bool VerbsRecvComm::prepare(std::string* error) {
+bool VerbsRecvComm::prepare(const uint8_t* sender_info, std::string* error) {
   if (!allocate_control(&control_, &control_region_, "sizes FIFO", error)) return false;
   if (options_.flush == FlushMethod::Read && port().gpu_memory() && !make_flush_pair(error)) {
     return false;
   }
-  exchange_.start_receiver(
-      [this](const ConnectionInfo& remote, ConnectionInfo* local, std::string* failure) {
-        return connect(remote, local, failure);
-      });
+  exchange_.start_receiver([this](const ConnectionInfo& remote, ConnectionInfo* local,
+                                  std::string* failure) { return connect(remote, local, failure); },
+                           sender_info);
   return true;
 }
 

@@ -26,9 +26,10 @@ class VerbsRecvComm final : public VerbsDataComm<RecvComm> {
   VerbsRecvComm(ConnectionSetup setup, const RecvOptions& options, uint32_t listen_id);
   ~VerbsRecvComm() override;
 
-  // Starts the exchange for an accepted side channel: the queue pairs are
-  // made once the sender's info says how many.
-  bool prepare(std::string* error);
+  // Starts the exchange for an accepted side channel whose sender's info
+  // (kConnectionInfoSize bytes) has arrived: the queue pairs are made from
+  // it.
+  bool prepare(const uint8_t* sender_info, std::string* error);
   SetupProgress advance_setup(std::string* error);
 
   ncclResult_t irecv(int n, void** data, const size_t* sizes, const int* tags, void** mhandles,

@@ -1,5 +1,7 @@
 #include "verbs/side_channel.h"
 
+#include <cstring>
+
 namespace weft::verbs {
 
 void SideChannelExchange::start_sender(const ConnectionInfo& local, Apply apply) {
@@ -9,14 +11,17 @@ void SideChannelExchange::start_sender(const ConnectionInfo& local, Apply apply)
   encode_connection_info(local, out_);
 }
 
-void SideChannelExchange::start_receiver(Apply apply) {
+void SideChannelExchange::start_receiver(Apply apply, const uint8_t* received_info) {
   role_ = Role::Receiver;
   step_ = Step::ReceiveInfo;
   apply_ = std::move(apply);
+  std::memcpy(in_, received_info, sizeof(in_));
+  info_received_ = true;
 }
 
 SetupProgress SideChannelExchange::receive_info(std::string* error) {
-  TcpStream::Progress progress = stream_->receive_all(in_, error);
+  TcpStream::Progress progress =
+      info_received_ ? TcpStream::Progress::Done : stream_->receive_all(in_, error);
   if (progress != TcpStream::Progress::Done) {
     return progress == TcpStream::Progress::Pending ? SetupProgress::Pending
                                                     : SetupProgress::Failed;

@@ -28,7 +28,9 @@ class SideChannelExchange {
       std::function<bool(const ConnectionInfo& remote, ConnectionInfo* local, std::string* error)>;
 
   void start_sender(const ConnectionInfo& local, Apply apply);
-  void start_receiver(Apply apply);
+  // `received_info`: the sender's info, already read from the stream (by
+  // the listener hub).
+  void start_receiver(Apply apply, const uint8_t* received_info);
   SetupProgress advance(TcpStream& stream, std::string* error);
 
  private:
@@ -40,6 +42,7 @@ class SideChannelExchange {
   Apply apply_;
   uint8_t out_[kConnectionInfoSize] = {};
   uint8_t in_[kConnectionInfoSize] = {};
+  bool info_received_ = false;  // in_ holds the peer's info already
   uint8_t ready_ = 1;
   TcpStream* stream_ = nullptr;
 };

@@ -134,24 +134,35 @@ std::shared_ptr<PeerLinks> VerbsTransport::peer_links() {
                            static_cast<int>(params_.peer_timeout_ms), &links_refused_);
 }
 
+ncclResult_t VerbsTransport::listener_hub(const std::string& device,
+                                          std::shared_ptr<ListenerHub>* out) {
+  auto open = [&](std::shared_ptr<ListenerHub>* opened) {
+    SocketAddress local;
+    std::string ifname;
+    std::string error;
+    if (!side_channel_address(&local, &ifname, &error)) {
+      WEFT_WARN("%s: no interface for the connection side channel: %s", device.c_str(),
+                error.c_str());
+      return ncclSystemError;
+    }
+    *opened = ListenerHub::open(local, static_cast<int>(params_.connect_timeout_ms), &error);
+    if (!*opened) {
+      WEFT_WARN("%s: cannot listen on %s: %s", device.c_str(), local.text().c_str(), error.c_str());
+      return ncclSystemError;
+    }
+    WEFT_INFO(NCCL_NET, "verbs side channel listening on %s (%s), for every listen",
+              (*opened)->address().text().c_str(), ifname.c_str());
+    return ncclSuccess;
+  };
+  return hub_.get([](const ListenerHub&) { return true; }, open, out);
+}
+
 ncclResult_t VerbsTransport::listen(int dev, void* handle, ListenComm** listen_comm) {
   *listen_comm = nullptr;
   std::shared_ptr<OpenPort> port;
   if (ncclResult_t result = port_for(dev, "listen", &port); result != ncclSuccess) return result;
-  SocketAddress local;
-  std::string ifname;
-  std::string error;
-  if (!side_channel_address(&local, &ifname, &error)) {
-    WEFT_WARN("%s: no interface for the connection side channel: %s", port->name().c_str(),
-              error.c_str());
-    return ncclSystemError;
-  }
-  std::unique_ptr<TcpListener> listener = TcpListener::open(local, &error);
-  if (!listener) {
-    WEFT_WARN("%s: cannot listen on %s: %s", port->name().c_str(), local.text().c_str(),
-              error.c_str());
-    return ncclSystemError;
-  }
+  std::shared_ptr<ListenerHub> hub;
+  if (ncclResult_t result = listener_hub(port->name(), &hub); result != ncclSuccess) return result;
   uint32_t listen_id = next_listen_id_.fetch_add(1) & kMaxCommId;
   if (listen_id == 0) listen_id = next_listen_id_.fetch_add(1) & kMaxCommId;
   ListenHandle encoded;
@@ -159,7 +170,7 @@ ncclResult_t VerbsTransport::listen(int dev, void* handle, ListenComm** listen_c
   encoded.fingerprint = fingerprint(dev);
   encoded.listen_id = listen_id;
   encoded.payload_size = SocketAddress::kPackedSize;
-  listener->address().pack(encoded.payload);
+  hub->address().pack(encoded.payload);
   encode_handle(encoded, handle);
   RecvOptions options;
   options.qp_settings = qp_settings(nullptr);
@@ -168,9 +179,9 @@ ncclResult_t VerbsTransport::listen(int dev, void* handle, ListenComm** listen_c
   options.flush = choose_flush(params_.gdr_flush, true, true);
   options.peer_timeout_ms = static_cast<int>(params_.peer_timeout_ms);
   options.links = peer_links();
-  WEFT_INFO(NCCL_NET, "%s: listening on %s (%s)", port->name().c_str(),
-            listener->address().text().c_str(), ifname.c_str());
-  *listen_comm = new VerbsListenComm(std::move(port), std::move(listener), listen_id, options,
+  WEFT_INFO(NCCL_NET, "%s: listener %u on %s", port->name().c_str(), listen_id,
+            hub->address().text().c_str());
+  *listen_comm = new VerbsListenComm(std::move(port), std::move(hub), listen_id, options,
                                      static_cast<int>(params_.connect_timeout_ms));
   return ncclSuccess;
 }

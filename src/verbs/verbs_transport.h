@@ -12,6 +12,7 @@
 #include "core/held_by_comms.h"
 #include "core/pending_connects.h"
 #include "core/socket_address.h"
+#include "verbs/listener_hub.h"
 #include "verbs/port_discovery.h"
 #include "verbs/recv_comm.h"
 #include "verbs/send_comm.h"
@@ -51,6 +52,8 @@ class VerbsTransport final : public Transport {
   // getifaddrs (a netlink dump) cost a tenth of a 10^4-listen setup.
   bool side_channel_address(SocketAddress* local, std::string* ifname, std::string* error);
   std::shared_ptr<PeerLinks> peer_links();
+  // The process's side-channel listener, opened by the first listen.
+  ncclResult_t listener_hub(const std::string& device, std::shared_ptr<ListenerHub>* out);
 
   // A port as discovered. Its OpenPort (context, PD, MR cache) is opened by
   // the first comm and held only by comms: NCCL v6..v10 unload the plugin
@@ -73,6 +76,7 @@ class VerbsTransport final : public Transport {
   std::string side_ifname_;
   PendingConnects<VerbsSendComm> pending_;
   HeldByComms<PeerLinks> links_;
+  HeldByComms<ListenerHub> hub_;
   bool links_refused_ = false;  // said once: no liveness links
 };
 
