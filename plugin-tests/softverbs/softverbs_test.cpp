@@ -1796,10 +1796,7 @@ TEST_CASE("softverbs: CQ overflow raises IBV_EVENT_CQ_ERR", "[softverbs]") {
 TEST_CASE("softverbs: processes in different network namespaces", "[softverbs]") {
   // The peer gets a network namespace of its own (root only): its lo is down
   // and has no address, so only the link-local GIDs exist there, and the
-  // traffic still flows over the registry's Unix sockets. A long retry
-  // window: nothing here times a failure, and on a loaded 2-core machine
-  // the peer process went unscheduled past 100 ms (RETRY_EXC_ERR in CI).
-  ScopedEnv env({{"SOFTVERBS_RETRY_MS", "3000"}});
+  // traffic still flows over the registry's Unix sockets.
   Child child([](int fd) {
     if (unshare(CLONE_NEWNET) != 0) {
       put(fd, Addr{});  // qpn 0: not permitted here
