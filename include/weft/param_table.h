@@ -68,10 +68,10 @@
              "How long connect waits for the listener's answer before it fails with an error "     \
              "naming the peer (ms).")                                                              \
   WEFT_PARAM(peer_timeout_ms, "WEFT_PEER_TIMEOUT_MS", Int, "10000", 0, 3600000,                    \
-             "How long a peer's host may stay silent (TCP keepalive on the libfabric "             \
-             "transport's liveness link and the verbs transport's side channel, at least 3 s) "    \
-             "before its comms fail; a peer process that dies is noticed within about a second "   \
-             "whatever this says. 0: no keepalive, and no liveness links on libfabric.")           \
+             "How long a peer's host may stay silent (TCP keepalive on the liveness link between " \
+             "two weft processes, at least 3 s) before its comms fail; a peer process that dies "  \
+             "is noticed within about a second whatever this says. 0: no keepalive and no "        \
+             "liveness links (the verbs transport then keeps each comm's side channel open).")     \
   WEFT_PARAM(max_p2p_bytes, "WEFT_MAX_P2P_BYTES", Size, "0", 0, 1099511627776,                     \
              "Largest single message reported to NCCL (maxP2pBytes). 0: the provider's limit, "    \
              "capped at 1 TiB.")                                                                   \
@@ -147,8 +147,8 @@
              "offers it (ibv_reg_mr_iova2).")                                                      \
   WEFT_PARAM(socket_ifname, "WEFT_SOCKET_IFNAME", String, "", 0, 0,                                \
              "Network interfaces for the verbs transport's connection side channel and the "       \
-             "libfabric transport's liveness links, in NCCL_SOCKET_IFNAME syntax (prefixes; ^ "    \
-             "excludes; = exact). Empty: the first up, non-loopback interface.")                   \
+             "liveness links, in NCCL_SOCKET_IFNAME syntax (prefixes; ^ excludes; = exact). "      \
+             "Empty: the first up, non-loopback interface.")                                       \
   WEFT_PARAM_ENUM(debug, "WEFT_DEBUG", "WARN", "NONE|WARN|INFO|TRACE",                             \
                   "Log level on stderr when weft runs outside NCCL (tools, tests). Inside NCCL, "  \
                   "NCCL_DEBUG decides.")
