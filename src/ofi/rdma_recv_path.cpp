@@ -190,8 +190,9 @@ ncclResult_t RdmaRecvPath::irecv(int n, void** data, const size_t* sizes, const 
   RecvRequest* req = pool_.acquire();
   if (req == nullptr) return poll_rails();
   const int s = slot_of(req);
-  {
-    // A slot's first use (the pool grew): give it room for its state.
+  // A slot's first use (the pool grew): give it room for its state. Only
+  // this thread allocates, so it looks without the lock first.
+  if (Slot* known = slots_.find(static_cast<size_t>(s)); known == nullptr || !known->unsent_cts) {
     std::lock_guard<std::mutex> lock(state_mutex_);
     Slot* fresh = slots_.ensure(static_cast<size_t>(s));
     if (fresh != nullptr && !fresh->unsent_cts)
