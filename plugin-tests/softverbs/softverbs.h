@@ -64,6 +64,13 @@
 //                            takes a subset of them, from the same vendor,
 //                            before RTR (EINVAL otherwise). Unset or 0: both
 //                            return EOPNOTSUPP, as rxe does
+//   SOFTVERBS_MAX_QP=N, SOFTVERBS_MAX_CQ=N, SOFTVERBS_MAX_MR=N
+//                            lower the device's max_qp (default 131072),
+//                            max_cq (65536) and max_mr (1048576): the object
+//                            past one fails with ENOMEM (counted per process,
+//                            read at each creation)
+//   SOFTVERBS_MAX_CQE=N      lower max_cqe (default 1048576): a deeper CQ
+//                            fails with EINVAL
 //
 // Behaviour, read when the first device of the process is opened (the NIC
 // starts):

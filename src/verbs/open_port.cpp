@@ -4,6 +4,7 @@
 #include <poll.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -229,7 +230,12 @@ bool OpenPort::query(const Params& params, std::string* reason) {
   int mbps = lane_mbps(port.active_speed) * lanes(port.active_width);
   properties_.speed_mbps = mbps > 0 ? mbps : static_cast<int>(params.default_speed_mbps);
   properties_.latency_us = 0;
-  properties_.max_comms = device_attr_.max_qp > 0 ? device_attr_.max_qp : 65536;
+  limits_.configure(id_.nccl_name, device_attr_);
+  // A send comm's queue pairs and completion queue (receive comms take a
+  // few more: the limits' errors say which).
+  properties_.max_comms = std::min(limits_.limit(DeviceObject::QueuePair) /
+                                       std::max(1, static_cast<int>(params.ib_qps_per_connection)),
+                                   limits_.limit(DeviceObject::CompletionQueue));
   properties_.max_recvs = kMaxRecvs;
   uint64_t max_p2p = std::min<uint64_t>(max_message_size_, kImmSizesInFifo - 1);
   if (params.max_p2p_bytes > 0) max_p2p = std::min<uint64_t>(max_p2p, params.max_p2p_bytes);
@@ -284,6 +290,7 @@ ibv_mr* OpenPort::register_region(void* data, size_t size, int dmabuf_fd, uint64
   const IbverbsApi& api = this->api();
   int access = kRemoteAccess;
   ibv_mr* mr = nullptr;
+  if (!limits_.take(DeviceObject::MemoryRegion, 1, error)) return nullptr;
   errno = 0;
   if (dmabuf_fd >= 0) {
     mr = api.reg_dmabuf_mr(pd(), offset, size, reinterpret_cast<uint64_t>(data), dmabuf_fd, access);
@@ -296,7 +303,12 @@ ibv_mr* OpenPort::register_region(void* data, size_t size, int dmabuf_fd, uint64
     mr = api.reg_mr(pd(), data, size, access);
     if (mr == nullptr) *error = "ibv_reg_mr failed: ";
   }
-  if (mr == nullptr) *error += std::strerror(errno != 0 ? errno : EINVAL);
+  if (mr == nullptr) {
+    const int failure = errno != 0 ? errno : EINVAL;
+    *error += std::strerror(failure);
+    if (failure == ENOMEM) *error += limits_.refusal_context(DeviceObject::MemoryRegion);
+    limits_.release(DeviceObject::MemoryRegion, 1);
+  }
   return mr;
 }
 
@@ -353,11 +365,11 @@ ncclResult_t OpenPort::register_memory(void* data, size_t size, int type, int dm
   ibv_mr* mr = register_region(start, length, fd, offset, &error);
   if (owns_fd) ::close(fd);
   if (mr == nullptr) {
+    const char* hint = type == NCCL_PTR_CUDA
+                           ? " (is GPUDirect RDMA available: nvidia-peermem or dma-buf?)"
+                           : " (check `ulimit -l`: RDMA needs a large locked-memory limit)";
     WEFT_WARN("%s: registering %zu bytes of %s memory at %p failed: %s%s", name().c_str(), size,
-              kind, data, error.c_str(),
-              type == NCCL_PTR_CUDA
-                  ? " (is GPUDirect RDMA available: nvidia-peermem or dma-buf?)"
-                  : " (check `ulimit -l`: RDMA needs a large locked-memory limit)");
+              kind, data, error.c_str(), error.find("max_mr") == std::string::npos ? hint : "");
     return ncclSystemError;
   }
   auto* handle = new MemoryHandle;
@@ -388,6 +400,7 @@ ncclResult_t OpenPort::deregister_memory(MemoryHandle* handle) {
     WEFT_WARN("%s: ibv_dereg_mr failed: %s", name().c_str(), std::strerror(errno));
     return ncclSystemError;
   }
+  if (mr != nullptr) limits_.release(DeviceObject::MemoryRegion, 1);
   return ncclSuccess;
 }
 

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "core/mr_cache.h"
+#include "verbs/device_limits.h"
 #include "verbs/ibverbs_api.h"
 #include "verbs/wire.h"
 #include "weft/params.h"
@@ -85,6 +86,8 @@ class OpenPort {
                                uint64_t dmabuf_offset, MemoryHandle** out);
   ncclResult_t deregister_memory(MemoryHandle* handle);
   MrCacheStats cache_stats() const { return cache_->stats(); }
+  // Queue pairs, completion queues and memory regions held on the device.
+  DeviceLimits& limits() { return limits_; }
 
   // Reads the async events queued now, without blocking; several comms may
   // call it at once (one reads, the others return).
@@ -116,6 +119,7 @@ class OpenPort {
   bool relaxed_ordering_ = false;
   bool use_dmabuf_ = false;
   std::unique_ptr<MrCache<ibv_mr*>> cache_;
+  DeviceLimits limits_;
 
   std::atomic<uint32_t> failures_{0};
   mutable std::mutex failure_mutex_;

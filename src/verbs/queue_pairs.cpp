@@ -2,12 +2,22 @@
 
 #include <cerrno>
 #include <cstring>
+#include <utility>
 
 namespace weft::verbs {
 namespace {
 
 std::string failed(const std::string& call) {
   return call + " failed: " + std::strerror(errno != 0 ? errno : EINVAL);
+}
+
+// The device ran out below the limit this process counts to: other
+// processes on the device hold the rest.
+std::string failed(const std::string& call, const DeviceLimits& limits, DeviceObject kind) {
+  const bool exhausted = errno == ENOMEM;
+  std::string text = failed(call);
+  if (exhausted) text += limits.refusal_context(kind);
+  return text;
 }
 
 }  // namespace
@@ -19,6 +29,8 @@ QueuePairs& QueuePairs::operator=(QueuePairs&& other) noexcept {
     cq_ = std::move(other.cq_);
     qps_ = std::move(other.qps_);
     capacity_ = other.capacity_;
+    counted_cqs_ = std::exchange(other.counted_cqs_, 0);
+    counted_qps_ = std::exchange(other.counted_qps_, 0);
   }
   return *this;
 }
@@ -26,24 +38,37 @@ QueuePairs& QueuePairs::operator=(QueuePairs&& other) noexcept {
 void QueuePairs::reset() {
   qps_.clear();
   cq_.reset();
+  if (port_ != nullptr) {
+    port_->limits().release(DeviceObject::QueuePair, std::exchange(counted_qps_, 0));
+    port_->limits().release(DeviceObject::CompletionQueue, std::exchange(counted_cqs_, 0));
+  }
 }
 
 bool QueuePairs::create(OpenPort& port, int count, const QpCapacity& wanted, std::string* error) {
+  reset();
   port_ = &port;
   const IbverbsApi& api = port.api();
   const ibv_device_attr& attr = port.device_attr();
+  DeviceLimits& limits = port.limits();
   QpCapacity capacity = wanted;
   uint32_t max_wr = attr.max_qp_wr > 0 ? static_cast<uint32_t>(attr.max_qp_wr) : 1024;
   capacity.send_wrs = std::min(capacity.send_wrs, max_wr);
   capacity.recv_wrs = std::min(capacity.recv_wrs, max_wr);
-  int cq_entries = count * static_cast<int>(capacity.send_wrs + capacity.recv_wrs);
-  if (attr.max_cqe > 0) cq_entries = std::min(cq_entries, attr.max_cqe);
+  const int entries_per_qp = static_cast<int>(capacity.send_wrs + capacity.recv_wrs);
+  // A queue that overflows fails the whole device context: refuse instead.
+  *error = completion_depth_problem(port.name(), count, entries_per_qp, attr.max_cqe);
+  if (!error->empty()) return false;
+  if (!limits.take(DeviceObject::CompletionQueue, 1, error)) return false;
+  counted_cqs_ = 1;
   errno = 0;
-  cq_ = {api.create_cq(port.context(), cq_entries, nullptr, nullptr, 0), api.destroy_cq};
+  cq_ = {api.create_cq(port.context(), count * entries_per_qp, nullptr, nullptr, 0),
+         api.destroy_cq};
   if (!cq_) {
-    *error = failed("ibv_create_cq");
+    *error = failed("ibv_create_cq", limits, DeviceObject::CompletionQueue);
     return false;
   }
+  if (!limits.take(DeviceObject::QueuePair, count, error)) return false;
+  counted_qps_ = count;
   for (int i = 0; i < count; ++i) {
     ibv_qp_init_attr init{};
     init.send_cq = cq_.get();
@@ -62,7 +87,7 @@ bool QueuePairs::create(OpenPort& port, int count, const QpCapacity& wanted, std
       qp = api.create_qp(port.pd(), &init);
     }
     if (qp == nullptr) {
-      *error = failed("ibv_create_qp");
+      *error = failed("ibv_create_qp", limits, DeviceObject::QueuePair);
       return false;
     }
     qps_.emplace_back(qp, api.destroy_qp);

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "verbs/device_limits.h"
 #include "verbs/open_port.h"
 #include "verbs/wire.h"
 
@@ -29,7 +30,7 @@ struct QpCapacity {
 class QueuePairs {
  public:
   QueuePairs() = default;
-  QueuePairs(QueuePairs&&) = default;
+  QueuePairs(QueuePairs&& other) noexcept { *this = std::move(other); }
   // Not defaulted: member-wise assignment would replace the CQ before the
   // QPs on it, and a CQ with QPs cannot be destroyed (EBUSY): it leaked.
   QueuePairs& operator=(QueuePairs&& other) noexcept;
@@ -38,7 +39,8 @@ class QueuePairs {
   // Destroys the QPs, then their CQ.
   void reset();
 
-  // `count` QPs over one new CQ, in INIT. False with the failing call in *error.
+  // `count` QPs over one new CQ, in INIT, counted against the device's
+  // limits until reset(). False with the failing call or limit in *error.
   bool create(OpenPort& port, int count, const QpCapacity& wanted, std::string* error);
   // QP `index` to RTR and RTS towards the peer's `remote_qpn` at `remote`'s address.
   bool connect(int index, uint32_t remote_qpn, const ConnectionInfo& remote,
@@ -61,6 +63,8 @@ class QueuePairs {
   std::unique_ptr<ibv_cq, int (*)(ibv_cq*)> cq_{nullptr, nullptr};
   std::vector<VerbsPtr<ibv_qp>> qps_;
   QpCapacity capacity_;
+  int counted_cqs_ = 0;
+  int counted_qps_ = 0;
 };
 
 }  // namespace weft::verbs

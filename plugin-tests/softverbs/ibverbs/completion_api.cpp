@@ -11,6 +11,7 @@
 #include "model/completion.h"
 #include "model/context.h"
 #include "model/device.h"
+#include "model/limits.h"
 
 using namespace softverbs;
 
@@ -35,12 +36,14 @@ SOFTVERBS_API int ibv_destroy_comp_channel(ibv_comp_channel* verbs_channel) {
 SOFTVERBS_API ibv_cq* ibv_create_cq(ibv_context* verbs_ctx, int cqe, void* cq_context,
                                     ibv_comp_channel* verbs_channel, int comp_vector) {
   Context* context = context_of(verbs_ctx);
-  if (context == nullptr || cqe < 1 || cqe > kMaxCqe || comp_vector < 0 ||
+  if (context == nullptr || cqe < 1 || cqe > device_limits().max_cqe || comp_vector < 0 ||
       comp_vector >= verbs_ctx->num_comp_vectors) {
     errno = EINVAL;
     return nullptr;
   }
+  if (!take_object(LimitedObject::kCq)) return nullptr;
   auto* cq = new Cq();
+  cq->counted = true;
   cq->handle.owner = cq;
   cq->context = context;
   cq->channel = owner_of<Channel>(verbs_channel);
@@ -64,6 +67,7 @@ SOFTVERBS_API int ibv_destroy_cq(ibv_cq* verbs_cq) {
   if (cq == nullptr) return EINVAL;
   if (cq->users.load() > 0) return EBUSY;
   if (cq->channel != nullptr) cq->channel->users.fetch_sub(1);
+  if (cq->counted) release_object(LimitedObject::kCq);
   pthread_mutex_destroy(&verbs_cq->mutex);
   pthread_cond_destroy(&verbs_cq->cond);
   delete cq;

@@ -16,6 +16,7 @@
 #include "model/context.h"
 #include "model/device.h"
 #include "model/lifecycle.h"
+#include "model/limits.h"
 
 using namespace softverbs;
 
@@ -75,6 +76,7 @@ SOFTVERBS_API int ibv_query_device(ibv_context* verbs_ctx, ibv_device_attr* attr
   Context* context = context_of(verbs_ctx);
   if (context == nullptr || attr == nullptr) return EINVAL;
   const DeviceInfo& info = context->info();
+  const DeviceLimits limits = device_limits();
   std::memset(attr, 0, sizeof(*attr));
   std::snprintf(attr->fw_ver, sizeof(attr->fw_ver), info.efa ? "softefa 1.0" : "softverbs 1.0");
   attr->node_guid = htobe64(info.node_guid);
@@ -84,15 +86,15 @@ SOFTVERBS_API int ibv_query_device(ibv_context* verbs_ctx, ibv_device_attr* attr
   attr->vendor_id = info.vendor_id;
   attr->vendor_part_id = info.vendor_part_id;
   attr->hw_ver = 1;
-  attr->max_qp = 1 << 17;
+  attr->max_qp = limits.max_qp;
   attr->max_qp_wr = kMaxQpWr;
   attr->device_cap_flags = IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_PORT_ACTIVE_EVENT |
                            IBV_DEVICE_SYS_IMAGE_GUID | IBV_DEVICE_CHANGE_PHY_PORT;
   attr->max_sge = kMaxSge;
   attr->max_sge_rd = kMaxSge;
-  attr->max_cq = 1 << 16;
-  attr->max_cqe = kMaxCqe;
-  attr->max_mr = 1 << 20;
+  attr->max_cq = limits.max_cq;
+  attr->max_cqe = limits.max_cqe;
+  attr->max_mr = limits.max_mr;
   attr->max_pd = 1 << 16;
   attr->max_qp_rd_atom = 16;
   attr->max_res_rd_atom = 16 << 10;

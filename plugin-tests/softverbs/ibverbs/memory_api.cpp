@@ -11,6 +11,7 @@
 #include "model/context.h"
 #include "model/env.h"
 #include "model/lifecycle.h"
+#include "model/limits.h"
 #include "model/memory.h"
 #include "model/nic.h"
 
@@ -49,6 +50,10 @@ ibv_mr* register_mr(ibv_pd* verbs_pd, void* addr, size_t length, uint64_t iova, 
   if (pd == nullptr || length == 0 || bad_access) {
     if (mapping != nullptr) munmap(mapping, mapping_length);
     errno = EINVAL;
+    return nullptr;
+  }
+  if (!take_object(LimitedObject::kMr)) {
+    if (mapping != nullptr) munmap(mapping, mapping_length);
     return nullptr;
   }
   auto mr = std::make_shared<Mr>();
@@ -123,5 +128,6 @@ SOFTVERBS_API int ibv_dereg_mr(ibv_mr* verbs_mr) {
   // In-flight WRs keep the region (and a dma-buf mapping) until they finish.
   context_of(verbs_mr->context)->nic->remove_mr(mr);
   pd->users.fetch_sub(1);
+  release_object(LimitedObject::kMr);
   return 0;
 }

@@ -14,6 +14,7 @@
 #include "model/counters.h"
 #include "model/device.h"
 #include "model/env.h"
+#include "model/limits.h"
 #include "model/nic.h"
 #include "model/qp_state.h"
 #include "model/queue_pair.h"
@@ -117,6 +118,7 @@ SOFTVERBS_API int ibv_destroy_qp(ibv_qp* verbs_qp) {
   qp->pd->users.fetch_sub(1);
   qp->send_cq->users.fetch_sub(1);
   qp->recv_cq->users.fetch_sub(1);
+  release_object(LimitedObject::kQp);
   pthread_mutex_destroy(&verbs_qp->mutex);
   pthread_cond_destroy(&verbs_qp->cond);
   return 0;

@@ -51,6 +51,7 @@ class Cq {
   Channel* channel = nullptr;
   int depth = 0;
   std::atomic<int> users{0};  // QPs
+  bool counted = false;       // against max_cq (ibv_create_cq's)
 
   std::mutex mu;
   std::deque<Cqe> entries;

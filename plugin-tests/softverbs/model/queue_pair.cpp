@@ -11,6 +11,7 @@
 #include "context.h"
 #include "counters.h"
 #include "env.h"
+#include "limits.h"
 #include "nic.h"
 #include "registry.h"
 #include "status_text.h"
@@ -36,6 +37,7 @@ ibv_wc_opcode send_wc_opcode(ibv_wr_opcode op) {
 std::shared_ptr<Qp> make_qp(Pd* pd, Cq* send_cq, Cq* recv_cq, const ibv_qp_cap& cap, bool sig_all,
                             void* qp_context, QpType type) {
   Context* context = pd->context.get();
+  if (!take_object(LimitedObject::kQp)) return nullptr;
   auto qp = std::make_shared<Qp>();
   qp->handle.owner = qp.get();
   qp->type = type;
@@ -48,6 +50,7 @@ std::shared_ptr<Qp> make_qp(Pd* pd, Cq* send_cq, Cq* recv_cq, const ibv_qp_cap& 
   qp->cap = cap;
   qp->qpn = registry_create_qp(context->nic->path(), context->info());
   if (qp->qpn == 0) {
+    release_object(LimitedObject::kQp);
     errno = ENOMEM;
     return nullptr;
   }
