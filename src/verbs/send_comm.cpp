@@ -115,20 +115,19 @@ ncclResult_t VerbsSendComm::isend(void* data, size_t size, int tag, void* mhandl
       case CtsState::Ready:
         break;
     }
-    const volatile FifoEntry* entries = control_->fifo[s];
-    for (int i = 0; i < count; ++i) {
-      slot.entries[i].address = entries[i].address;
-      slot.entries[i].size = entries[i].size;
-      slot.entries[i].rkey = entries[i].rkey;
-      slot.entries[i].tag = entries[i].tag;
-    }
     slot.count = count;
     slot.taken = 0;
     slot.taken_mask = 0;
   }
+  // Read in place, not copied: the receiver rewrites this FIFO slot only for
+  // a receive it posts after this group's data arrived, and a peer that
+  // rewrites it sooner only misdirects writes into its own memory.
+  const volatile FifoEntry* entries = control_->fifo[s];
   int match = -1;
   for (int i = 0; i < slot.count && match < 0; ++i) {
-    if ((slot.taken_mask & (1u << i)) == 0 && slot.entries[i].tag == tag) match = i;
+    if ((slot.taken_mask & (1u << i)) == 0 && entries[i].tag == tag) {
+      match = i;
+    }
   }
   // Not this message's receive (yet): NCCL posts sends in the receives'
   // order, so this send waits for a later clear-to-send, as with NCCL's
@@ -142,16 +141,15 @@ ncclResult_t VerbsSendComm::isend(void* data, size_t size, int tag, void* mhandl
   req->sizes[0] = size;
   Item& item = slot.items[match];
   item.data = static_cast<const uint8_t*>(data);
-  item.size = size;
   item.lkey = region != nullptr ? region->lkey : 0;
   item.request = req;
-  item.truncated = size > slot.entries[match].size;
+  const uint64_t posted = entries[match].size;
+  item.truncated = size > posted;
   if (item.truncated) {
     WEFT_WARN(
         "%s: isend of %zu bytes to %s, whose receive was posted with %llu: message "
         "truncated, nothing sent",
-        port().name().c_str(), size, peer_name().c_str(),
-        static_cast<unsigned long long>(slot.entries[match].size));
+        port().name().c_str(), size, peer_name().c_str(), static_cast<unsigned long long>(posted));
     req->result = ncclInvalidUsage;
   }
   slot.taken_mask |= 1u << match;
@@ -165,14 +163,15 @@ ncclResult_t VerbsSendComm::isend(void* data, size_t size, int tag, void* mhandl
 
 ncclResult_t VerbsSendComm::post_group(int s) {
   Slot& slot = slots_[static_cast<size_t>(s)];
+  const volatile FifoEntry* entries = control_->fifo[s];
   const int qp_count = qps().count();
   const int sets = options_.split_data ? qp_count : 1;
   const int first = options_.split_data ? 0 : static_cast<int>(sequence_ % qp_count);
-  const bool sizes_in_fifo = slot.count > 1 || slot.items[0].size >= kImmSizesInFifo;
+  const bool sizes_in_fifo = slot.count > 1 || slot.items[0].size() >= kImmSizesInFifo;
   size_t total = 0;
-  for (int i = 0; i < slot.count; ++i) total += slot.items[i].truncated ? 0 : slot.items[i].size;
+  for (int i = 0; i < slot.count; ++i) total += slot.items[i].truncated ? 0 : slot.items[i].size();
   const bool separate_imm = options_.adaptive_routing && total >= options_.ar_threshold;
-  const uint32_t imm = htonl(immediate_for(slot.count, slot.items[0].size, sequence_));
+  const uint32_t imm = htonl(immediate_for(slot.count, slot.items[0].size(), sequence_));
   const uint32_t inline_limit = options_.use_inline ? qps().capacity().inline_bytes : 0;
   const uint64_t sizes_remote =
       remote_.fifo_address + static_cast<uint64_t>(s) * kMaxRecvs * sizeof(uint64_t);
@@ -198,7 +197,7 @@ ncclResult_t VerbsSendComm::post_group(int s) {
     };
     // The sizes first: the write with immediate must come after them.
     if (k == 0 && sizes_in_fifo) {
-      for (int i = 0; i < slot.count; ++i) control_->sizes[s][i] = slot.items[i].size;
+      for (int i = 0; i < slot.count; ++i) control_->sizes[s][i] = slot.items[i].size();
       size_t length = static_cast<size_t>(slot.count) * sizeof(uint64_t);
       bool fits = length <= qps().capacity().inline_bytes;
       add(control_->sizes[s], length, control_region_->lkey, sizes_remote, remote_.fifo_rkey,
@@ -211,10 +210,10 @@ ncclResult_t VerbsSendComm::post_group(int s) {
       if (item.truncated) continue;
       size_t offset = 0;
       size_t length = 0;
-      chunk_of(item.size, k, sets, &offset, &length);
+      chunk_of(item.size(), k, sets, &offset, &length);
       if (length == 0) continue;
-      add(const_cast<uint8_t*>(item.data) + offset, length, item.lkey,
-          slot.entries[i].address + offset, slot.entries[i].rkey, true);
+      add(const_cast<uint8_t*>(item.data) + offset, length, item.lkey, entries[i].address + offset,
+          entries[i].rkey, true);
       ++data_writes;
     }
     if (data_writes == 0 || separate_imm) {

@@ -43,19 +43,19 @@ class VerbsSendComm final : public VerbsDataComm<SendComm> {
     FifoEntry fifo[kFifoSlots][kMaxRecvs];
     uint64_t sizes[kFifoSlots][kMaxRecvs];  // staged for the sizes write
   };
+  // 24 bytes: 32 FIFO slots of 8 are a send comm's largest part.
   struct Item {
     const uint8_t* data = nullptr;
-    size_t size = 0;
+    VerbsRequest* request = nullptr;
     uint32_t lkey = 0;
     bool truncated = false;
-    VerbsRequest* request = nullptr;
+    size_t size() const { return request->posted[0]; }
   };
   struct Slot {
     int count = 0;  // 0: the group has not been read from the FIFO yet
     int taken = 0;
     uint32_t taken_mask = 0;
     int pending = 0;  // queue pairs whose last write has not completed
-    FifoEntry entries[kMaxRecvs] = {};
     Item items[kMaxRecvs];
   };
 
