@@ -109,18 +109,30 @@ void comms_up_to(const char* variable, const char* limit_text, const char* advic
 
 // The limit is the device's max_mr: softverbs' own, or what libfabric's efa
 // provider states as mr_cnt over softefa (its own buffers count too, so
-// the device may refuse before weft's count reaches it).
+// the device may refuse before weft's count reaches it). With
+// WEFT_TEST_LAZY_REGISTRATION=1 (the rdma protocol over efa, whose
+// clear-to-sends go from a buffer registered on a comm's first receive) a
+// receive posted at the limit fails in test() instead of leaving its
+// sender waiting unseen.
 void registrations_up_to_max_mr() {
   const char* limit_variable = std::getenv("WEFT_TEST_MAX_MR");
   const std::string limit = limit_variable != nullptr ? limit_variable : "8";
   const size_t most = std::stoul(limit);
+  const char* lazy = std::getenv("WEFT_TEST_LAZY_REGISTRATION");
+  const bool lazy_registration = lazy != nullptr && std::string(lazy) == "1";
   ::setenv("SOFTVERBS_MAX_MR", limit.c_str(), 1);
   auto c = open_with_log();
   const int dev = test_device(*c);
-  Pair pair;
+  Pair pair, starved;
   FT_OK(try_pair(*c, dev, &pair));
-  // Separate allocations: the registration cache shares none of them.
   const size_t n = 64 << 10;
+  Buffer starved_buffer(n);
+  if (lazy_registration) FT_OK(try_pair(*c, dev, &starved));
+  void* starved_handle = nullptr;
+  if (lazy_registration) {
+    FT_OK(c->reg_mr(starved.recv, starved_buffer.data(), n, NCCL_PTR_HOST, &starved_handle));
+  }
+  // Separate allocations: the registration cache shares none of them.
   std::vector<std::unique_ptr<Buffer>> buffers;
   std::vector<void*> handles;
   ncclResult_t refused = ncclSuccess;
@@ -136,12 +148,24 @@ void registrations_up_to_max_mr() {
              "the refused regMr returned " << result_name(refused) << ", expected ncclSystemError");
   require_logged("allows " + limit + " memory regions (");
   require_logged("WEFT_MR_CACHE=1");
-  FT_REQUIRE(!handles.empty(), "no registration fitted beside the comms'");
-  FT_OK(c->dereg_mr(pair.recv, handles.back()));
-  handles.pop_back();
-  // One freed: the transfer registers its two buffers only after another.
-  FT_OK(c->dereg_mr(pair.recv, handles.back()));
-  handles.pop_back();
+  FT_REQUIRE(handles.size() >= 4, "only " << handles.size() << " registrations beside the comms'");
+
+  if (lazy_registration) {
+    void* rreq = post_irecv1(*c, starved.recv, starved_buffer.data(), n, 5, starved_handle);
+    const ncclResult_t result = wait_result(*c, rreq,
+                                            "a receive whose clear-to-send has no "
+                                            "registered memory");
+    FT_REQUIRE(result != ncclSuccess, "a receive completed with no memory for its clear-to-send");
+    require_logged("no registered memory for the clear-to-send");
+    FT_OK(c->dereg_mr(starved.recv, starved_handle));
+    close_pair(*c, starved);
+  }
+
+  // Room for the transfer's two buffers and the protocol's own.
+  for (int i = 0; i < 4; ++i) {
+    FT_OK(c->dereg_mr(pair.recv, handles.back()));
+    handles.pop_back();
+  }
   transfer(*c, pair, pattern_seed(72, 0));
   for (void* handle : handles) FT_OK(c->dereg_mr(pair.recv, handle));
   close_pair(*c, pair);

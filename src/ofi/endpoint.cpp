@@ -29,6 +29,7 @@ ncclResult_t Endpoint::open(const fi_info* info, const std::string& device_name,
   endpoint->device_name_ = device_name;
   endpoint->provider_name_ = info->fabric_attr->prov_name;
   endpoint->mr_mode_ = info->domain_attr->mr_mode;
+  endpoint->mr_limit_ = info->domain_attr->mr_cnt;
   endpoint->address_format_ = info->addr_format;
   endpoint->inject_size_ = info->tx_attr != nullptr ? info->tx_attr->inject_size : 0;
   endpoint->held_injects_.configure(options.test_hold_injects);

@@ -139,6 +139,10 @@ class Endpoint final : public Poller, public OrphanKeeper {
                       Registration* out, const char** failed_call);
   int close_region(fid_mr* mr);
   RegistrationCache& registration_cache() { return *registration_cache_; }
+  // The provider's limit on registrations per domain (fi_info mr_cnt, 0
+  // where it states none) and those weft holds on this endpoint's.
+  size_t registration_limit() const { return mr_limit_; }
+  size_t registrations_held() const;
 
   // Address vector entry for a peer's raw address; cached so reconnecting to
   // the same peer does not grow the AV.
@@ -267,6 +271,8 @@ class Endpoint final : public Poller, public OrphanKeeper {
   std::string device_name_;
   std::string provider_name_;
   uint64_t mr_mode_ = 0;
+  size_t mr_limit_ = 0;
+  size_t regions_held_ = 0;  // io_mutex_
   size_t inject_size_ = 0;
   bool injects_ = false;
   HeldInjects held_injects_;

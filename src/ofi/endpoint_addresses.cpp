@@ -58,9 +58,13 @@ ncclResult_t Endpoint::insert_address(const uint8_t* peer_address, size_t size, 
     inserted = fi_av_insert(av_.get(), address, 1, &fi_addr, 0, nullptr);
   }
   if (inserted != 1 || fi_addr == FI_ADDR_NOTAVAIL) {
-    WEFT_WARN("%s: peer address %s rejected by the address vector (%s)", device_name_.c_str(),
-              address_to_string(address, size).c_str(),
-              inserted < 0 ? fi_strerror(-inserted) : "not inserted");
+    // One entry per peer endpoint, never per comm: a full vector means
+    // more peer processes than the provider's address vector takes.
+    WEFT_WARN(
+        "%s: peer address %s rejected by the address vector (%s); it holds %zu peers, one per "
+        "peer process and device, whatever the number of comms",
+        device_name_.c_str(), address_to_string(address, size).c_str(),
+        inserted < 0 ? fi_strerror(-inserted) : "not inserted", address_cache_.size());
     return ncclSystemError;
   }
   address_cache_.emplace(std::move(key), fi_addr);

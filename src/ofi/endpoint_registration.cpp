@@ -42,6 +42,11 @@ int Endpoint::register_region(void* start, size_t length, const MemorySource& so
   (void)data;
 #endif
   std::lock_guard<std::mutex> lock(io_mutex_);
+  if (mr_limit_ > 0 && regions_held_ >= mr_limit_) {
+    // Past it the device refuses, or worse, fails a later provider call.
+    *failed_call = "the provider's registration limit";
+    return -FI_ENOMEM;
+  }
   fid_mr* mr = nullptr;
   *failed_call = "fi_mr_regattr";
   int rc = fi_mr_regattr(domain_.get(), &attr, flags, &mr);
@@ -63,12 +68,20 @@ int Endpoint::register_region(void* start, size_t length, const MemorySource& so
   out->descriptor = fi_mr_desc(mr);
   out->key = fi_mr_key(mr);
   out->start = reinterpret_cast<uintptr_t>(start);
+  ++regions_held_;
   return 0;
 }
 
 int Endpoint::close_region(fid_mr* mr) {
   std::lock_guard<std::mutex> lock(io_mutex_);
-  return fi_close(&mr->fid);
+  int rc = fi_close(&mr->fid);
+  if (rc == 0) --regions_held_;
+  return rc;
+}
+
+size_t Endpoint::registrations_held() const {
+  std::lock_guard<std::mutex> lock(io_mutex_);
+  return regions_held_;
 }
 
 }  // namespace weft::ofi

@@ -30,6 +30,15 @@ std::string registration_hint(const Endpoint& endpoint, const MemorySource& sour
     }
     return "check GPUDirect RDMA support (nvidia-peermem or dma-buf) for this GPU and NIC";
   }
+  if ((rc == -FI_ENOMEM || rc == -ENOMEM) && endpoint.registration_limit() > 0) {
+    return endpoint.device_name() + " allows " + std::to_string(endpoint.registration_limit()) +
+           " memory regions (fi_info domain_attr mr_cnt; the provider's own buffers count too) "
+           "and weft holds " +
+           std::to_string(endpoint.registrations_held()) +
+           " on it: each buffer NCCL registers takes one, and each comm of the rdma protocol up "
+           "to three; keep WEFT_MR_CACHE=1 (registrations of the same pages shared) or open fewer "
+           "comms; else check `ulimit -l`";
+  }
   if (rc == -FI_ENOMEM || rc == -ENOMEM || rc == -FI_EPERM || rc == -EPERM) {
     return "the locked-memory limit is probably too low: check `ulimit -l` (unlimited is usual on "
            "RDMA hosts)";
