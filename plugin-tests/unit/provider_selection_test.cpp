@@ -69,3 +69,15 @@ TEST_CASE("the full-queue note carries the hint, or nothing", "[unit][ofi]") {
         "size: FI_SHM_RX_SIZE (not set: 1024))");
   CHECK(weft::ofi::receive_queue_full_note("sockets").empty());
 }
+
+TEST_CASE("libfabric before 1.19's shm is warned about under the rdma protocol", "[unit][ofi]") {
+  using weft::ofi::unexpected_message_limit_warning;
+  const std::string warning = unexpected_message_limit_warning("shm", FI_VERSION(1, 17));
+  CHECK(warning.find("libfabric 1.17's shm") == 0);
+  CHECK(warning.find("ofiwg/libfabric#9143") != std::string::npos);
+  CHECK(unexpected_message_limit_warning("shm", FI_VERSION(1, 18)) != "");
+  CHECK(unexpected_message_limit_warning("shm", FI_VERSION(1, 19)) == "");
+  CHECK(unexpected_message_limit_warning("shm", FI_VERSION(2, 6)) == "");
+  CHECK(unexpected_message_limit_warning("tcp", FI_VERSION(1, 17)) == "");
+  CHECK(unexpected_message_limit_warning("tcp;ofi_rxm", FI_VERSION(1, 17)) == "");
+}

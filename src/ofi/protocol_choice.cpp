@@ -1,6 +1,7 @@
 #include "ofi/protocol_choice.h"
 
 #include "ofi/provider_discovery.h"
+#include "ofi/provider_quirks.h"
 #include "weft/log.h"
 
 namespace weft::ofi {
@@ -84,6 +85,10 @@ ncclResult_t choose_protocol(DiscoveredDevice* device, const std::string& settin
   }
   WEFT_INFO(NCCL_INIT | NCCL_NET, "%s: %s protocol (%s)", device->properties.name.c_str(),
             protocol_name(choice->protocol), choice->reason.c_str());
+  if (choice->protocol == Protocol::Rdma) {
+    const std::string warning = unexpected_message_limit_warning(provider, fi_version());
+    if (!warning.empty()) WEFT_WARN("%s: %s", device->properties.name.c_str(), warning.c_str());
+  }
   return ncclSuccess;
 }
 

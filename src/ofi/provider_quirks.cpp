@@ -63,6 +63,16 @@ bool name_endpoint_uniquely(const std::string& device, const std::string& provid
   return true;
 }
 
+std::string unexpected_message_limit_warning(const std::string& provider, uint32_t version) {
+  if (provider != "shm" || FI_VERSION_GE(version, FI_VERSION(1, 19))) return {};
+  return "libfabric " + std::to_string(FI_MAJOR(version)) + "." +
+         std::to_string(FI_MINOR(version)) +
+         "'s shm stops delivering unexpected messages past a few hundred at once "
+         "(ofiwg/libfabric#9143, fixed in 1.19): under the rdma protocol, more than about 1,500 "
+         "comms connecting or receiving at once stall; use the tagged protocol "
+         "(WEFT_OFI_PROTOCOL=auto) or libfabric >= 1.19 (docs/scale.md)";
+}
+
 std::string receive_queue_hint(const std::string& provider) {
   // libfabric 1.17's and 2.6's variables and defaults; the utility
   // provider on top owns the queue weft posts to.

@@ -35,6 +35,17 @@ bool name_endpoint_uniquely(const std::string& device, const std::string& provid
 void avoid_segmented_truncation(const std::string& device, const std::string& provider,
                                 bool tagged);
 
+// libfabric before 1.19 keeps shm's unexpected messages (ones that arrive
+// before a receive matches them) in limited buffers of its own: measured
+// on 1.17, past a few hundred at once the rest never arrive, even once
+// receives are posted (ofiwg/libfabric#9143; 1.19 buffers them, #9187).
+// The rdma protocol's control messages come in bursts (a connect request
+// per comm, a clear-to-send per receive), so on such a shm thousands of
+// comms connecting or receiving at once stall. The warning to give when
+// the rdma protocol runs on `provider` under libfabric `version`
+// (FI_VERSION), empty where none is due.
+std::string unexpected_message_limit_warning(const std::string& provider, uint32_t version);
+
 // Drives rxm's progress through `cq` for a bounded time before the endpoint
 // closes, dropping what it reads (see the definition for the crash it avoids).
 void drain_before_close(fid_cq* cq);
