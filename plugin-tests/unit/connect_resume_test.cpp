@@ -2,8 +2,10 @@
 // transport takes, with a fake comm.
 #include "core/connect_resume.h"
 
+#include <array>
 #include <catch2/catch.hpp>
 #include <cstring>
+#include <vector>
 
 namespace {
 
@@ -119,4 +121,39 @@ TEST_CASE("connect refuses foreign and mismatched handles before building", "[un
   CHECK(connector.call(handle, &comm) == ncclInvalidArgument);
   CHECK(comm == nullptr);
   CHECK(connector.builds == 0);
+}
+
+TEST_CASE("at most kMaxConnectsInFlight connects are set up at once", "[unit][connect]") {
+  Connector connector;
+  connector.steps_to_connect = 2;
+  std::vector<std::array<uint8_t, weft::kHandleSize>> handles(weft::kMaxConnectsInFlight + 1);
+  weft::SendComm* comm = nullptr;
+  for (auto& handle : handles) {
+    make_handle(0x1234, handle.data());
+    REQUIRE(connector.call(handle.data(), &comm) == ncclSuccess);
+    CHECK(comm == nullptr);
+  }
+  // The last one was not even built: its handle carries no cookie.
+  CHECK(connector.builds == static_cast<int>(weft::kMaxConnectsInFlight));
+  CHECK(cookie_of(handles.back().data()) == 0);
+  REQUIRE(connector.call(handles.back().data(), &comm) == ncclSuccess);
+  CHECK(connector.builds == static_cast<int>(weft::kMaxConnectsInFlight));
+
+  // One finishes: the waiting one is built on its next call, and connects.
+  REQUIRE(connector.call(handles.front().data(), &comm) == ncclSuccess);
+  REQUIRE(comm != nullptr);
+  comm->close();
+  REQUIRE(connector.call(handles.back().data(), &comm) == ncclSuccess);
+  CHECK(comm == nullptr);
+  CHECK(connector.builds == static_cast<int>(weft::kMaxConnectsInFlight) + 1);
+  REQUIRE(connector.call(handles.back().data(), &comm) == ncclSuccess);
+  REQUIRE(comm != nullptr);
+  comm->close();
+
+  for (size_t i = 1; i + 1 < handles.size(); ++i) {
+    REQUIRE(connector.call(handles[i].data(), &comm) == ncclSuccess);
+    REQUIRE(comm != nullptr);
+    comm->close();
+  }
+  CHECK(connector.closed == static_cast<int>(weft::kMaxConnectsInFlight) + 1);
 }

@@ -1,6 +1,7 @@
 // One call of NCCL's non-blocking connect(), the same on every transport:
 // decode the handle and check it was made by a matching device, find the
-// comm parked under the handle's cookie (or build it on the first call),
+// comm parked under the handle's cookie (or build it on the first call,
+// unless kMaxConnectsInFlight others are being set up: then a NULL comm),
 // step its setup, and park it again under a cookie written into the
 // caller's handle until it is connected. On failure the comm is closed and
 // the cookie cleared, so a retry with the same handle starts afresh.
@@ -34,6 +35,7 @@ ncclResult_t resume_connect(PendingConnects<Comm>& pending, TransportId transpor
   uint64_t cookie = decoded.connect_cookie;
   std::unique_ptr<Comm> comm = pending.take(cookie);
   if (!comm) {
+    if (pending.full()) return ncclSuccess;  // a NULL comm: NCCL calls again
     if (ncclResult_t result = build(decoded, &comm); result != ncclSuccess) return result;
     cookie = pending.new_cookie();
   }

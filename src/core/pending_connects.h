@@ -5,6 +5,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -12,6 +13,14 @@
 #include <unordered_map>
 
 namespace weft {
+
+// At most this many connects are set up at once per transport; later ones
+// return a NULL comm (NCCL calls again) until earlier ones finish. A burst
+// of thousands at once overflowed the listener's TCP accept queue (native
+// verbs: SYNs dropped and retried after 1 s, 10^4 connects took 5-16 s
+// instead of about 1) and libfabric 1.17 shm's unexpected-message buffers
+// (docs/scale.md).
+constexpr size_t kMaxConnectsInFlight = 256;
 
 template <typename PendingComm>
 class PendingConnects {
@@ -41,6 +50,12 @@ class PendingConnects {
     std::unique_ptr<PendingComm> comm = std::move(it->second);
     pending_.erase(it);
     return comm;
+  }
+
+  // Whether a new connect must wait for one of those parked to finish.
+  bool full() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return pending_.size() >= kMaxConnectsInFlight;
   }
 
   void park(uint64_t cookie, std::unique_ptr<PendingComm> comm) {
