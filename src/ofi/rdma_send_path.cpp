@@ -39,7 +39,9 @@ RdmaSendPath::RdmaSendPath(std::vector<RdmaRail> rails, PathPeer peer, size_t ea
 
 RdmaSendPath::~RdmaSendPath() {
   deregister_memory(&endpoint_, endpoint_.device_name(), cts_region_);
-  deregister_memory(&endpoint_, endpoint_.device_name(), header_region_);
+  for (HeaderBlock& block : header_blocks_) {
+    deregister_memory(&endpoint_, endpoint_.device_name(), block.region);
+  }
 }
 
 ncclResult_t RdmaSendPath::start() {
@@ -53,18 +55,30 @@ ncclResult_t RdmaSendPath::start() {
   return ncclSuccess;
 }
 
-ncclResult_t RdmaSendPath::make_headers() {
-  const size_t size = kHeaderRows * kEagerHeaderSize;
-  headers_.reset(new (std::nothrow) uint8_t[size]());
-  ncclResult_t result =
-      headers_ ? register_memory(endpoint_, headers_.get(), size, MemorySource{}, &header_region_)
-               : ncclSystemError;
-  if (result != ncclSuccess) {
-    headers_.reset();
-    WEFT_WARN("%s: no registered memory for eager headers to %s", endpoint_.device_name().c_str(),
-              peer_.name.c_str());
+uint8_t* RdmaSendPath::header_row(int row) {
+  const bool first = row < kFirstHeaderRows;
+  HeaderBlock& block = header_blocks_[first ? 0 : 1];
+  if (!block.rows) {
+    // The first block's last row is the abort notice's.
+    const size_t rows = first ? kFirstHeaderRows + 1 : kPoolSize - kFirstHeaderRows;
+    const size_t size = rows * kEagerHeaderSize;
+    block.rows.reset(new (std::nothrow) uint8_t[size]());
+    ncclResult_t result = block.rows ? register_memory(endpoint_, block.rows.get(), size,
+                                                       MemorySource{}, &block.region)
+                                     : ncclSystemError;
+    if (result != ncclSuccess) {
+      block.rows.reset();
+      WEFT_WARN("%s: no registered memory for eager headers to %s", endpoint_.device_name().c_str(),
+                peer_.name.c_str());
+      return nullptr;
+    }
   }
-  return result;
+  const int index = row == kAbortRow ? kFirstHeaderRows : first ? row : row - kFirstHeaderRows;
+  return block.rows.get() + static_cast<size_t>(index) * kEagerHeaderSize;
+}
+
+void* RdmaSendPath::header_descriptor(int row) const {
+  return descriptor_of(header_blocks_[row < kFirstHeaderRows ? 0 : 1].region);
 }
 
 ncclResult_t RdmaSendPath::post_cts_receive(int index) {
@@ -296,13 +310,13 @@ ncclResult_t RdmaSendPath::send_eager(void* data, size_t size, int tag, void* mh
     header.tag = wire_message_tag;
     header.size = size;
     header.truncated = truncated;
-    if (!headers_ && make_headers() != ncclSuccess) {
+    uint8_t* bytes = header_row(index_of(req));
+    if (bytes == nullptr) {
       pool_.release(req);
       return ncclSystemError;
     }
-    uint8_t* bytes = header_row(index_of(req));
     encode_eager_header(header, bytes);
-    rc = endpoint_.send_with_header(bytes, kEagerHeaderSize, descriptor_of(header_region_), data,
+    rc = endpoint_.send_with_header(bytes, kEagerHeaderSize, header_descriptor(index_of(req)), data,
                                     truncated ? 0 : size, descriptor_of(mhandle),
                                     kEagerHeaderFollows, peer_.address, wire_tag,
                                     req->op(kEagerSendOp));
@@ -400,12 +414,12 @@ ncclResult_t RdmaSendPath::write_message(Group& group, int entry, void* data, si
     notice.tag = entry;
     notice.size = size;
     notice.size_notice = true;
-    if (!headers_ && make_headers() != ncclSuccess) {
+    uint8_t* bytes = header_row(index_of(req));
+    if (bytes == nullptr) {
       req->on_error(static_cast<uint32_t>(segments), FI_ENOMEM, 0, "no memory for the size notice");
       *request = req;
       return ncclSuccess;
     }
-    uint8_t* bytes = header_row(index_of(req));
     encode_eager_header(notice, bytes);
     const bool inject = endpoint_.may_inject(kEagerHeaderSize);
     for (;;) {
@@ -413,7 +427,7 @@ ncclResult_t RdmaSendPath::write_message(Group& group, int entry, void* data, si
                        ? endpoint_.inject_data(bytes, kEagerHeaderSize, kEagerHeaderFollows,
                                                peer_.address, eager_tag(peer_.remote_comm_id))
                        : endpoint_.send_with_header(
-                             bytes, kEagerHeaderSize, descriptor_of(header_region_), nullptr, 0,
+                             bytes, kEagerHeaderSize, header_descriptor(index_of(req)), nullptr, 0,
                              nullptr, kEagerHeaderFollows, peer_.address,
                              eager_tag(peer_.remote_comm_id), req->op(static_cast<int>(segments)));
       if (rc == 0) {
@@ -525,10 +539,10 @@ void RdmaSendPath::send_abort_notice() {
   EagerHeader notice;
   notice.index = next_index_;
   notice.aborted = true;
-  if (!headers_ && make_headers() != ncclSuccess) return;
-  uint8_t* bytes = header_row(static_cast<int>(kPoolSize));
+  uint8_t* bytes = header_row(kAbortRow);
+  if (bytes == nullptr) return;
   encode_eager_header(notice, bytes);
-  ssize_t rc = endpoint_.send_with_header(bytes, kEagerHeaderSize, descriptor_of(header_region_),
+  ssize_t rc = endpoint_.send_with_header(bytes, kEagerHeaderSize, header_descriptor(kAbortRow),
                                           nullptr, 0, nullptr, kEagerHeaderFollows, peer_.address,
                                           eager_tag(peer_.remote_comm_id), &abort_op_);
   if (rc != 0) abort_done_.store(true, std::memory_order_release);  // nothing in flight

@@ -119,9 +119,10 @@ class RdmaSendPath final : public CompletionOwner, public CompletionTarget {
   ncclResult_t poll_rails();
   int index_of(const SendRequest* request) const { return pool_.index_of(request); }
   uint8_t* cts_bytes(int buffer) { return cts_bytes_.data() + buffer * cts_stride_; }
-  // Registers headers_ on first use.
-  ncclResult_t make_headers();
-  uint8_t* header_row(int row) { return headers_.get() + row * kEagerHeaderSize; }
+  // The header row of request `row` (kAbortRow: the abort notice's),
+  // registering its block on first use; null, logged, where that failed.
+  uint8_t* header_row(int row);
+  void* header_descriptor(int row) const;
   // Entry `entry` of group `group`: rails_.size() addresses, then as many keys.
   uint64_t* remote_target(const Group& group, int entry) {
     size_t position = static_cast<size_t>(&group - groups_) * kRdmaMaxEntries + entry;
@@ -173,17 +174,24 @@ class RdmaSendPath final : public CompletionOwner, public CompletionTarget {
   size_t cts_stride_;
   std::vector<uint8_t> cts_bytes_;
   std::vector<uint64_t> remote_targets_;
-  // Eager headers and size notices, a row per request; row kPoolSize: the
-  // abort notice. Allocated on first use: under the provider's matching a
-  // message's index and tag usually travel in its immediate instead.
-  static constexpr size_t kHeaderRows = kPoolSize + 1;
-  std::unique_ptr<uint8_t[]> headers_;
+  // Eager headers and size notices, a row per request, in two registered
+  // blocks allocated on first use (under the provider's matching a
+  // message's index and tag usually travel in its immediate instead): the
+  // first for requests below kFirstHeaderRows and the abort notice, the
+  // second for the rest, which only comms with that many sends in flight
+  // at once ever take (the pool hands out its lowest free requests).
+  static constexpr int kFirstHeaderRows = 32;
+  static constexpr int kAbortRow = -1;
+  struct HeaderBlock {
+    std::unique_ptr<uint8_t[]> rows;
+    void* region = nullptr;
+  };
+  HeaderBlock header_blocks_[2];
   static constexpr uint32_t kAbortSlot = 0xffff;
   OpContext abort_op_;
   bool abort_posted_ = false;
   std::atomic<bool> abort_done_{false};
   void* cts_region_ = nullptr;
-  void* header_region_ = nullptr;
   ConnectionFault fault_;
   // Four at a time: a request holds a context per segment (1.8 KiB), and
   // most comms have only a few sends in flight.
