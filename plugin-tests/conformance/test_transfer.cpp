@@ -2,8 +2,10 @@
 // posted larger than the send, 32 requests in flight, grouped receives.
 #include <algorithm>
 #include <catch2/catch.hpp>
+#include <chrono>
 #include <numeric>
 #include <random>
+#include <thread>
 
 #include "net_ops.h"
 #include "pattern.h"
@@ -279,6 +281,103 @@ TEST_CASE("grouped receives n=1..maxRecvs: shuffled tagged sends land in their s
           mrs.clear();
         }
         rk.peer->sync("done");
+        FT_OK(c->close_send(sc));
+        FT_OK(c->finalize());
+      });
+  REQUIRE_RANKS(r);
+}
+
+// NCCL's most on one comm: 32 receives of maxRecvs buffers each, so up to
+// 256 sends in flight, small enough to go eagerly. In round 0 the sends get
+// ahead of their receives (the receiver waits a moment before posting);
+// in round 1 the receives go first.
+TEST_CASE("32 grouped receives of maxRecvs in flight: 256 sends land in their slots",
+          "[inflight]") {
+  const int v = GENERATE(filter(abi_version_selected, range(6, 13)));
+  INFO("ABI v" << v);
+  constexpr int kGroups = NCCL_NET_MAX_REQUESTS;
+  constexpr size_t kSlot = 512;
+  auto group_size = [](NetClient& c) {
+    NetDeviceInfo info;
+    FT_OK(c.properties(test_device(c), &info));
+    return std::clamp(info.max_recvs, 1, 8);
+  };
+  auto size_of = [](int round, int g, int k) -> size_t {
+    if (g == 7 && k == 0) return 0;
+    return static_cast<size_t>(64 + 13 * k + 5 * g + round);
+  };
+  auto seed_of = [](int round, int g, int k) {
+    return pattern_seed(9100 + round, static_cast<uint64_t>(g * 8 + k));
+  };
+
+  auto r = run_two(
+      [&](Rank& rk) {  // receiver
+        auto c = open_plugin(v);
+        const int n = group_size(*c);
+        void* rc = recv_side_connect(*c, test_device(*c), *rk.peer);
+        Buffer buf(kGroups * 8 * kSlot);
+        Mr mr(*c, rc, buf.data(), buf.size());
+        for (int round = 0; round < 2; ++round) {
+          buf.poison();
+          if (round == 0) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+          std::vector<Pending> reqs(kGroups);
+          for (int g = 0; g < kGroups; ++g) {
+            void* data[8];
+            size_t sizes[8];
+            int tags[8];
+            void* mhs[8];
+            for (int k = 0; k < n; ++k) {
+              data[k] = buf.data() + (g * 8 + k) * kSlot;
+              sizes[k] = kSlot;
+              tags[k] = k;
+              mhs[k] = mr.get();
+            }
+            reqs[g].what = "round " + std::to_string(round) + " group " + std::to_string(g);
+            reqs[g].req =
+                post_irecv(*c, rc, n, data, sizes, tags, mhs, [&] { progress(*c, reqs); });
+          }
+          if (round == 1) rk.peer->send_u64(1);  // the receives are posted
+          wait_all(*c, reqs);
+          for (int g = 0; g < kGroups; ++g) {
+            for (int k = 0; k < n; ++k) {
+              const size_t sent = size_of(round, g, k);
+              FT_REQUIRE(reqs[g].sizes[k] == static_cast<int>(sent),
+                         reqs[g].what << " slot " << k << ": size " << reqs[g].sizes[k] << ", sent "
+                                      << sent);
+              check_received(buf.data() + (g * 8 + k) * kSlot, sent, kSlot, seed_of(round, g, k),
+                             reqs[g].what + " slot " + std::to_string(k));
+            }
+          }
+          rk.peer->sync("round");
+        }
+        FT_OK(c->close_recv(rc));
+        FT_OK(c->finalize());
+      },
+      [&](Rank& rk) {  // sender
+        auto c = open_plugin(v);
+        const int n = group_size(*c);
+        void* sc = send_side_connect(*c, test_device(*c), *rk.peer);
+        Buffer buf(kGroups * 8 * kSlot);
+        Mr mr(*c, sc, buf.data(), buf.size());
+        for (int round = 0; round < 2; ++round) {
+          for (int g = 0; g < kGroups; ++g)
+            for (int k = 0; k < n; ++k)
+              fill_pattern(buf.data() + (g * 8 + k) * kSlot, size_of(round, g, k),
+                           seed_of(round, g, k));
+          if (round == 1) rk.peer->recv_u64();
+          std::vector<Pending> reqs(static_cast<size_t>(kGroups * n));
+          for (int g = 0; g < kGroups; ++g) {
+            for (int k = 0; k < n; ++k) {
+              Pending& p = reqs[static_cast<size_t>(g * n + k)];
+              p.what = "round " + std::to_string(round) + " send " + std::to_string(g) + "." +
+                       std::to_string(k);
+              p.req = post_isend(*c, sc, buf.data() + (g * 8 + k) * kSlot, size_of(round, g, k), k,
+                                 mr.get(), [&] { progress(*c, reqs); });
+            }
+          }
+          wait_all(*c, reqs);
+          rk.peer->sync("round");
+        }
         FT_OK(c->close_send(sc));
         FT_OK(c->finalize());
       });
