@@ -146,7 +146,8 @@ void run_server(Channel& ch) {
                      reqs[k].what);
     }
     if (mode == "fail") {
-      ch.sync("break");  // the client asks the script to cut rail 1
+      ch.sync("break");  // the client asks the script to cut a rail
+      wait_flag("broken");
       void* req = post_irecv1(*c, rc, buf.data(), cap, 0, mr.get());
       ch.send_u64(99);
       // Part of the message never arrives. When the cut pair carried only
@@ -214,9 +215,12 @@ void run_client(Channel& ch) {
     }
     wait_all(*c, reqs);
     if (mode == "fail") {
+      // Only once the server has seen every burst receive complete: a cut
+      // that lands while it still tests the last one can fail it (the cut
+      // pair may carry the liveness link, which then says the peer is gone).
+      ch.sync("break");
       touch_flag("break");
       wait_flag("broken");
-      ch.sync("break");
       FT_REQUIRE(ch.recv_u64() == 99, "out of step");
       fill_pattern(buf.data(), kSizes.back(), pattern_seed(47, 0));
       void* req = post_isend(*c, sc, buf.data(), kSizes.back(), 0, mr.get());
