@@ -290,7 +290,6 @@ ibv_mr* OpenPort::register_region(void* data, size_t size, int dmabuf_fd, uint64
   const IbverbsApi& api = this->api();
   int access = kRemoteAccess;
   ibv_mr* mr = nullptr;
-  if (!limits_.take(DeviceObject::MemoryRegion, 1, error)) return nullptr;
   errno = 0;
   if (dmabuf_fd >= 0) {
     mr = api.reg_dmabuf_mr(pd(), offset, size, reinterpret_cast<uint64_t>(data), dmabuf_fd, access);
@@ -307,7 +306,6 @@ ibv_mr* OpenPort::register_region(void* data, size_t size, int dmabuf_fd, uint64
     const int failure = errno != 0 ? errno : EINVAL;
     *error += std::strerror(failure);
     if (failure == ENOMEM) *error += limits_.refusal_context(DeviceObject::MemoryRegion);
-    limits_.release(DeviceObject::MemoryRegion, 1);
   }
   return mr;
 }
@@ -362,14 +360,21 @@ ncclResult_t OpenPort::register_memory(void* data, size_t size, int type, int dm
     }
   }
   std::string error;
+  if (!limits_.take(DeviceObject::MemoryRegion, 1, &error)) {
+    if (owns_fd) ::close(fd);
+    WEFT_WARN("%s: registering %zu bytes of %s memory at %p: %s", name().c_str(), size, kind, data,
+              error.c_str());
+    return ncclSystemError;
+  }
   ibv_mr* mr = register_region(start, length, fd, offset, &error);
   if (owns_fd) ::close(fd);
   if (mr == nullptr) {
-    const char* hint = type == NCCL_PTR_CUDA
-                           ? " (is GPUDirect RDMA available: nvidia-peermem or dma-buf?)"
-                           : " (check `ulimit -l`: RDMA needs a large locked-memory limit)";
+    limits_.release(DeviceObject::MemoryRegion, 1);
     WEFT_WARN("%s: registering %zu bytes of %s memory at %p failed: %s%s", name().c_str(), size,
-              kind, data, error.c_str(), error.find("max_mr") == std::string::npos ? hint : "");
+              kind, data, error.c_str(),
+              type == NCCL_PTR_CUDA
+                  ? " (is GPUDirect RDMA available: nvidia-peermem or dma-buf?)"
+                  : " (check `ulimit -l`: RDMA needs a large locked-memory limit)");
     return ncclSystemError;
   }
   auto* handle = new MemoryHandle;
