@@ -16,10 +16,9 @@ namespace weft {
 
 // At most this many connects are set up at once per transport; later ones
 // return a NULL comm (NCCL calls again) until earlier ones finish. A burst
-// of thousands at once overflowed the listener's TCP accept queue (native
-// verbs: SYNs dropped and retried after 1 s, 10^4 connects took 5-16 s
-// instead of about 1) and libfabric 1.17 shm's unexpected-message buffers
-// (docs/scale.md).
+// of thousands of connect requests at once outran the listener's 512 pool
+// buffers, and libfabric 1.17's shm lost what waited unexpected: 512
+// requests sent and never delivered (docs/scale.md, Provider limits).
 constexpr size_t kMaxConnectsInFlight = 256;
 
 template <typename PendingComm>
