@@ -386,3 +386,51 @@ TEST_CASE("32 grouped receives of maxRecvs in flight: 256 sends land in their sl
       });
   REQUIRE_RANKS(r);
 }
+
+// A send that waits seconds for its receive (the receiver is computing):
+// weft's rdma protocol probes rail 0 after a second's wait and again after
+// longer ones; the receiver must drop the probes, and the message still
+// lands intact. (A receiver that took a probe for a message fails here.)
+TEST_CASE("a send that waits 3.5 s for its receive lands intact", "[inflight]") {
+  int v = 12;
+  while (v > 6 && !abi_version_selected(v)) --v;
+  INFO("ABI v" << v);
+  constexpr size_t kSize = (1u << 20) + 3;  // past every eager size: it waits
+  const uint64_t seed = pattern_seed(9300, 1);
+
+  auto r = run_two(
+      [&](Rank& rk) {  // receiver
+        auto c = open_plugin(v);
+        void* rc = recv_side_connect(*c, test_device(*c), *rk.peer);
+        Buffer buf(kSize);
+        {
+          Mr mr(*c, rc, buf.data(), buf.size());
+          rk.peer->recv_u64();  // the sender is posting
+          std::this_thread::sleep_for(std::chrono::milliseconds(3500));
+          buf.poison();
+          void* req = post_irecv1(*c, rc, buf.data(), kSize, 5, mr.get());
+          const int got = wait_ok(*c, req, "the late receive");
+          FT_REQUIRE(got == static_cast<int>(kSize), "received " << got << " of " << kSize);
+          check_received(buf.data(), kSize, kSize, seed, "the late receive");
+          rk.peer->sync("done");
+        }
+        FT_OK(c->close_recv(rc));
+        FT_OK(c->finalize());
+      },
+      [&](Rank& rk) {  // sender
+        auto c = open_plugin(v);
+        void* sc = send_side_connect(*c, test_device(*c), *rk.peer);
+        Buffer buf(kSize);
+        fill_pattern(buf.data(), kSize, seed);
+        {
+          Mr mr(*c, sc, buf.data(), buf.size());
+          rk.peer->send_u64(1);
+          void* req = post_isend(*c, sc, buf.data(), kSize, 5, mr.get());
+          wait_ok(*c, req, "the send that waited");
+          rk.peer->sync("done");
+        }
+        FT_OK(c->close_send(sc));
+        FT_OK(c->finalize());
+      });
+  REQUIRE_RANKS(r);
+}

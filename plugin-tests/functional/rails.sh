@@ -12,6 +12,9 @@
 #            hang. Run twice, cutting each pair (the ranks' own bootstrap
 #            connection then runs over the other): one carries weft's rail 0
 #            (control and eager messages too), the other only data writes.
+#            A cut rail 0 may lose the receiver's clear-to-send with its
+#            connection: the sender's probe of rail 0 then fails the send
+#            (within WEFT_PEER_TIMEOUT_MS, 3 s here).
 # Everything this script creates is removed on exit, failure included.
 #   rails.sh <path to weft-rails-rank>
 # Exit 0 passed, 1 failed, 77 skipped (namespaces cannot be created here).
@@ -54,7 +57,7 @@ run() {
   rm -f "$FLAGS/break" "$FLAGS/broken" "$FLAGS/cut"
   local common=(WEFT_OFI_PROVIDER=tcp WEFT_OFI_PROTOCOL=${protocol:-rdma} WEFT_RAIL_GROUPING=$grouping
                 WEFT_OFI_TEST_REORDER=${reorder:-0}
-                WEFT_MIN_STRIPE_SIZE=65536 WEFT_CLOSE_TIMEOUT_MS=2000)
+                WEFT_MIN_STRIPE_SIZE=65536 WEFT_CLOSE_TIMEOUT_MS=2000 WEFT_PEER_TIMEOUT_MS=3000)
   ip netns exec "$NS_A" env "${common[@]}" WEFT_OFI_DOMAIN="$A0,$A1" \
     "$RANK" --server "$bootstrap" $PORT "$mode" "$FLAGS" &
   pids=($!)

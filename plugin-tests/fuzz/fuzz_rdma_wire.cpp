@@ -41,7 +41,9 @@ void eager_header(const uint8_t* data, size_t size, uint64_t max_data) {
     FUZZ_CHECK(!error.empty());
     return;
   }
-  FUZZ_CHECK(int(decoded.truncated) + int(decoded.size_notice) + int(decoded.aborted) <= 1);
+  FUZZ_CHECK(int(decoded.truncated) + int(decoded.size_notice) + int(decoded.aborted) +
+                 int(decoded.probe) <=
+             1);
   uint8_t bytes[kEagerHeaderSize];
   encode_eager_header(decoded, bytes);
   FUZZ_CHECK(std::memcmp(bytes, data, kEagerHeaderSize) == 0);

@@ -196,6 +196,26 @@ TEST_CASE("eager headers: data, truncation and size notices", "[unit][rdma_wire]
   CHECK(out.index == 12);
   CHECK_FALSE(decode_eager_header(bytes, kEagerHeaderSize + 4, 8192, &out, &error));
   CHECK_THAT(error, Catch::Contains("abort notice carries data"));
+
+  EagerHeader probe;
+  probe.probe = true;
+  encode_eager_header(probe, bytes);
+  CHECK(bytes[5] == 8);
+  REQUIRE(decode_eager_header(bytes, kEagerHeaderSize, 8192, &out, &error));
+  CHECK(out.probe);
+  CHECK_FALSE(out.aborted);
+  CHECK_FALSE(decode_eager_header(bytes, kEagerHeaderSize + 1, 8192, &out, &error));
+  CHECK_THAT(error, Catch::Contains("probe carries data"));
+  for (int field : {8, 12, 16}) {
+    uint8_t changed[kEagerHeaderSize];
+    std::memcpy(changed, bytes, sizeof changed);
+    changed[field] = 1;
+    CHECK_FALSE(decode_eager_header(changed, kEagerHeaderSize, 8192, &out, &error));
+    CHECK_THAT(error, Catch::Contains("non-zero index, tag or size"));
+  }
+  bytes[5] = 0x0c;  // probe and abort at once
+  CHECK_FALSE(decode_eager_header(bytes, kEagerHeaderSize, 8192, &out, &error));
+  CHECK_THAT(error, Catch::Contains("unknown flags"));
 }
 
 TEST_CASE("eager immediates: tag and index low bits, or a header follows", "[unit][rdma_wire]") {

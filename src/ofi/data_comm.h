@@ -6,6 +6,7 @@
 
 #include <rdma/fabric.h>
 
+#include <chrono>
 #include <memory>
 #include <string>
 #include <vector>
@@ -35,6 +36,9 @@ struct CommSetup {
   std::vector<RailLink> extra_rails;  // rails 1.. of a multi-rail device
   size_t min_stripe = 131072;         // WEFT_MIN_STRIPE_SIZE
   std::shared_ptr<PeerLinks> links;   // liveness links; null: none
+  // How long rail 0 may take to carry a probe while an rdma send waits for
+  // its clear-to-send (rdma_send_path.h); zero: no probes. WEFT_PEER_TIMEOUT_MS.
+  std::chrono::milliseconds rail_probe_deadline{0};
 };
 
 template <typename Interface>
@@ -135,6 +139,7 @@ class OfiDataComm : public Interface {
   }
   void set_rail_peer(int rail, fi_addr_t peer) { setup_.extra_rails[rail - 1].peer = peer; }
   size_t min_stripe() const { return setup_.min_stripe; }
+  std::chrono::milliseconds rail_probe_deadline() const { return setup_.rail_probe_deadline; }
 
   // This process's identity for the connection messages (token 0: none).
   PeerIdentity own_identity() const {

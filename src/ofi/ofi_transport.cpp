@@ -377,6 +377,8 @@ ncclResult_t OfiTransport::connect(int dev, const CommConfig&, void* handle, Sen
     setup.close_timeout_ms = static_cast<int>(params_.close_timeout_ms);
     setup.min_stripe = static_cast<size_t>(params_.min_stripe_size);
     setup.links = peer_links();
+    // A rail that died idle fails the comm as soon as a silent peer host does.
+    setup.rail_probe_deadline = std::chrono::milliseconds(params_.peer_timeout_ms);
     for (size_t r = 1; r < endpoints.size(); ++r) setup.extra_rails.push_back({endpoints[r]});
     setup.peer_name = endpoint->address_to_string(decoded.payload, decoded.payload_size);
     result = endpoint->insert_address(decoded.payload, decoded.payload_size, &setup.peer);

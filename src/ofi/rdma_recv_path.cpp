@@ -412,6 +412,7 @@ bool RdmaRecvPath::place_eager(int index, ncclResult_t* result) {
     *result = ncclRemoteError;
     return false;
   }
+  if (header.probe) return true;  // the sender checked rail 0: nothing to do
   if (header.aborted) {
     fault_.raise(ncclRemoteError, endpoint_.device_name(), peer_.name,
                  "the sender's write of message #" + std::to_string(header.index) +

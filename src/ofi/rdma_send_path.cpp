@@ -13,7 +13,8 @@
 namespace weft::ofi {
 
 RdmaSendPath::RdmaSendPath(std::vector<RdmaRail> rails, PathPeer peer, size_t eager_size,
-                           bool size_notices, size_t min_stripe)
+                           bool size_notices, size_t min_stripe,
+                           std::chrono::milliseconds probe_deadline)
     : rails_(std::move(rails)),
       endpoint_(*rails_[0].endpoint),
       peer_(std::move(peer)),
@@ -25,13 +26,16 @@ RdmaSendPath::RdmaSendPath(std::vector<RdmaRail> rails, PathPeer peer, size_t ea
       size_notices_(size_notices),
       cts_stride_(cts_size(kRdmaMaxEntries, static_cast<int>(rails_.size()))),
       cts_bytes_(kCtsBuffers * cts_stride_),
-      remote_targets_(kRdmaSlots * kRdmaMaxEntries * 2 * rails_.size()) {
+      remote_targets_(kRdmaSlots * kRdmaMaxEntries * 2 * rails_.size()),
+      probe_deadline_(probe_deadline) {
   for (int i = 0; i < kCtsBuffers; ++i) {
     cts_[i].op.target = this;
     cts_[i].op.slot = static_cast<uint32_t>(i);
   }
   abort_op_.target = this;
   abort_op_.slot = kAbortSlot;
+  probe_op_.target = this;
+  probe_op_.slot = kProbeSlot;
   for (const RdmaRail& rail : rails_) {
     max_write_ = std::min(max_write_, std::max<size_t>(rail.endpoint->max_write_size(), 1));
   }
@@ -59,8 +63,8 @@ uint8_t* RdmaSendPath::header_row(int row) {
   const bool first = row < kFirstHeaderRows;
   HeaderBlock& block = header_blocks_[first ? 0 : 1];
   if (!block.rows) {
-    // The first block's last row is the abort notice's.
-    const size_t rows = first ? kFirstHeaderRows + 1 : kPoolSize - kFirstHeaderRows;
+    // The first block's last rows are the abort notice's and the probe's.
+    const size_t rows = first ? kFirstHeaderRows + 2 : kPoolSize - kFirstHeaderRows;
     const size_t size = rows * kEagerHeaderSize;
     block.rows.reset(new (std::nothrow) uint8_t[size]());
     ncclResult_t result = block.rows ? register_memory(endpoint_, block.rows.get(), size,
@@ -73,7 +77,10 @@ uint8_t* RdmaSendPath::header_row(int row) {
       return nullptr;
     }
   }
-  const int index = row == kAbortRow ? kFirstHeaderRows : first ? row : row - kFirstHeaderRows;
+  const int index = row == kAbortRow   ? kFirstHeaderRows
+                    : row == kProbeRow ? kFirstHeaderRows + 1
+                    : first            ? row
+                                       : row - kFirstHeaderRows;
   return block.rows.get() + static_cast<size_t>(index) * kEagerHeaderSize;
 }
 
@@ -281,6 +288,7 @@ ncclResult_t RdmaSendPath::send_eager(void* data, size_t size, int tag, void* mh
   // group: fewer than kRdmaMaxEntries ahead.)
   if (!truncated && !groups_[group_seq_ % kRdmaSlots].valid &&
       next_index_ - group_first_ >= eager_ahead_) {
+    probe_while_waiting();
     return progress();
   }
   SendRequest* req = pool_.acquire();
@@ -483,7 +491,10 @@ ncclResult_t RdmaSendPath::post(void* data, size_t size, int tag, void* mhandle,
     result = progress();
     if (result != ncclSuccess) return result;
     // The receiver has not posted this message's receive yet: NCCL retries.
-    if (!group.valid || next_index_ - group_first_ >= group.count) return ncclSuccess;
+    if (!group.valid || next_index_ - group_first_ >= group.count) {
+      probe_while_waiting();
+      return ncclSuccess;
+    }
   }
   int entry = claim_entry(group, tag);
   if (entry < 0) {
@@ -507,10 +518,22 @@ ncclResult_t RdmaSendPath::post(void* data, size_t size, int tag, void* mhandle,
   eager_sent_[next_index_ % kRdmaEagerAhead].pending = false;
   ++next_index_;
   advance_groups();
+  waiting_since_ = {};
+  probe_gap_ = kFirstProbeGap;
+  // A probe in flight or failed still gets its verdict at the next wait.
+  const uint8_t probe = probe_state_.load(std::memory_order_acquire);
+  if (probe == kProbeRefused || probe == kProbeDone) {
+    probe_state_.store(kNoProbe, std::memory_order_relaxed);
+    probe_since_ = {};
+  }
   return result;
 }
 
 void RdmaSendPath::on_complete(uint32_t slot, size_t length, const uint64_t*) {
+  if (slot == kProbeSlot) {
+    probe_state_.store(kProbeDone, std::memory_order_release);
+    return;
+  }
   if (slot == kAbortSlot) {
     abort_done_.store(true, std::memory_order_release);
     return;
@@ -520,6 +543,15 @@ void RdmaSendPath::on_complete(uint32_t slot, size_t length, const uint64_t*) {
 }
 
 void RdmaSendPath::on_error(uint32_t slot, int error, size_t, const char* text) {
+  if (slot == kProbeSlot) {
+    if (error == FI_ECANCELED && closing_) {
+      probe_state_.store(kNoProbe, std::memory_order_release);
+      return;
+    }
+    probe_failure_ = std::string("failed: ") + fi_strerror(error) + " (" + text + ")";
+    probe_state_.store(kProbeFailed, std::memory_order_release);
+    return;
+  }
   if (slot == kAbortSlot) {
     abort_done_.store(true, std::memory_order_release);
     return;
@@ -539,13 +571,73 @@ void RdmaSendPath::send_abort_notice() {
   EagerHeader notice;
   notice.index = next_index_;
   notice.aborted = true;
-  uint8_t* bytes = header_row(kAbortRow);
-  if (bytes == nullptr) return;
+  if (send_notice(notice, kAbortRow, &abort_op_) != 0) {
+    abort_done_.store(true, std::memory_order_release);  // nothing in flight
+  }
+}
+
+ssize_t RdmaSendPath::send_notice(const EagerHeader& notice, int row, OpContext* op) {
+  uint8_t* bytes = header_row(row);
+  if (bytes == nullptr) return -FI_ENOMEM;
   encode_eager_header(notice, bytes);
-  ssize_t rc = endpoint_.send_with_header(bytes, kEagerHeaderSize, header_descriptor(kAbortRow),
-                                          nullptr, 0, nullptr, kEagerHeaderFollows, peer_.address,
-                                          eager_tag(peer_.remote_comm_id), &abort_op_);
-  if (rc != 0) abort_done_.store(true, std::memory_order_release);  // nothing in flight
+  return endpoint_.send_with_header(bytes, kEagerHeaderSize, header_descriptor(row), nullptr, 0,
+                                    nullptr, kEagerHeaderFollows, peer_.address,
+                                    eager_tag(peer_.remote_comm_id), op);
+}
+
+void RdmaSendPath::fail_probe(const std::string& why) {
+  fault_.raise(ncclRemoteError, endpoint_.device_name(), peer_.name,
+               "a probe of rail 0, sent while a send waited for its clear-to-send, " + why +
+                   ": the rail's connection is down and the clear-to-send was lost with it");
+}
+
+void RdmaSendPath::probe_while_waiting() {
+  if (probe_deadline_.count() == 0 || closing_ || (++wait_calls_ & 63u) != 0) return;
+  const auto now = std::chrono::steady_clock::now();
+  if (waiting_since_ == std::chrono::steady_clock::time_point{}) {
+    waiting_since_ = now;
+    return;
+  }
+  const uint8_t state = probe_state_.load(std::memory_order_acquire);
+  switch (state) {
+    case kProbeDone:
+      // Rail 0 carries messages: the receiver has simply not posted yet.
+      probe_state_.store(kNoProbe, std::memory_order_relaxed);
+      probe_since_ = {};
+      waiting_since_ = now;
+      probe_gap_ = std::min(probe_gap_ * 2, kMaxProbeGap);
+      return;
+    case kNoProbe:
+      if (now - waiting_since_ < probe_gap_ || fault_.raised()) return;
+      probe_since_ = now;
+      break;
+    case kProbeFailed:
+      if (probe_failed_at_ == std::chrono::steady_clock::time_point{}) probe_failed_at_ = now;
+      if (now - probe_failed_at_ >= kProbeFailGrace) fail_probe(probe_failure_);
+      return;
+    default:  // in flight, or refused and asked again every kRefusedProbeGap
+      if (now - probe_since_ >= probe_deadline_) {
+        const auto seconds = std::chrono::duration_cast<std::chrono::seconds>(now - probe_since_);
+        fail_probe(std::string(state == kProbeInFlight ? "has not completed" : "was not taken") +
+                   " in " + std::to_string(seconds.count()) + " s (WEFT_PEER_TIMEOUT_MS)");
+        return;
+      }
+      if (state == kProbeInFlight || now - waiting_since_ < kRefusedProbeGap) return;
+      break;
+  }
+  EagerHeader probe;
+  probe.probe = true;
+  probe_state_.store(kProbeInFlight, std::memory_order_relaxed);
+  ssize_t rc = send_notice(probe, kProbeRow, &probe_op_);
+  if (rc == 0) return;
+  waiting_since_ = now;
+  if (rc == -FI_EAGAIN) {
+    probe_state_.store(kProbeRefused, std::memory_order_relaxed);
+    return;
+  }
+  probe_failure_ = std::string("could not be posted: ") + fi_strerror(static_cast<int>(-rc));
+  probe_failed_at_ = now;
+  probe_state_.store(kProbeFailed, std::memory_order_relaxed);
 }
 
 ncclResult_t RdmaSendPath::report_failure(int error, size_t overflow_length, size_t posted_size,
@@ -569,6 +661,7 @@ ncclResult_t RdmaSendPath::report_failure(int error, size_t overflow_length, siz
 
 bool RdmaSendPath::in_flight() {
   if (abort_posted_ && !abort_done_.load(std::memory_order_acquire)) return true;
+  if (probe_state_.load(std::memory_order_acquire) == kProbeInFlight) return true;
   for (auto& buffer : cts_) {
     if (buffer.state.load(std::memory_order_acquire) == kPosted) return true;
   }

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -37,9 +38,11 @@ class RdmaSendPath final : public CompletionOwner, public CompletionTarget {
   // writes go over every rail: messages of at least 2 x min_stripe are
   // split across rails in stripes of at least min_stripe bytes, smaller
   // ones take the rails in turn. Targets and eager_size come from the
-  // receiver's acknowledgement.
+  // receiver's acknowledgement. probe_deadline: how long rail 0 may take
+  // to carry a probe while a send waits for its clear-to-send (zero: no
+  // probes).
   RdmaSendPath(std::vector<RdmaRail> rails, PathPeer peer, size_t eager_size, bool size_notices,
-               size_t min_stripe);
+               size_t min_stripe, std::chrono::milliseconds probe_deadline);
   ~RdmaSendPath();
   RdmaSendPath(const RdmaSendPath&) = delete;
   RdmaSendPath& operator=(const RdmaSendPath&) = delete;
@@ -116,10 +119,26 @@ class RdmaSendPath final : public CompletionOwner, public CompletionTarget {
   // Tells the receiver, best effort, that a write failed: its pending
   // receives fail instead of waiting for data that will not come.
   void send_abort_notice();
+  // Sends a notice without data from header row `row`: the provider's
+  // result (-FI_ENOMEM when the row has no registered memory).
+  ssize_t send_notice(const EagerHeader& notice, int row, OpContext* op);
+  // Called while a send waits for its clear-to-send. A rail 0 connection
+  // that died while idle (reset, or its receiver's queue pair in error)
+  // loses the clear-to-send without a word to this side, whose provider
+  // fails only operations it has. So once a send has waited a second, a
+  // probe gives it one, and another after each longer wait (up to
+  // kMaxProbeGap: a provider whose peer process is busy elsewhere, shm,
+  // holds each probe in the peer's queue). A probe that fails, or that the
+  // provider has not taken and completed within probe_deadline_ (tcp
+  // answers FI_EAGAIN while it retries a refused connection), fails the
+  // comm instead of leaving the send waiting forever (kProbeFailGrace
+  // after a failure). Nothing is sent while sends flow.
+  void probe_while_waiting();
+  void fail_probe(const std::string& why);
   ncclResult_t poll_rails();
   int index_of(const SendRequest* request) const { return pool_.index_of(request); }
   uint8_t* cts_bytes(int buffer) { return cts_bytes_.data() + buffer * cts_stride_; }
-  // The header row of request `row` (kAbortRow: the abort notice's),
+  // The header row of request `row` (kAbortRow, kProbeRow: the notices'),
   // registering its block on first use; null, logged, where that failed.
   uint8_t* header_row(int row);
   void* header_descriptor(int row) const;
@@ -182,6 +201,7 @@ class RdmaSendPath final : public CompletionOwner, public CompletionTarget {
   // at once ever take (the pool hands out its lowest free requests).
   static constexpr int kFirstHeaderRows = 32;
   static constexpr int kAbortRow = -1;
+  static constexpr int kProbeRow = -2;
   struct HeaderBlock {
     std::unique_ptr<uint8_t[]> rows;
     void* region = nullptr;
@@ -191,6 +211,25 @@ class RdmaSendPath final : public CompletionOwner, public CompletionTarget {
   OpContext abort_op_;
   bool abort_posted_ = false;
   std::atomic<bool> abort_done_{false};
+  static constexpr uint32_t kProbeSlot = 0xfffe;
+  static constexpr std::chrono::milliseconds kFirstProbeGap{1000};
+  static constexpr std::chrono::milliseconds kMaxProbeGap{16000};
+  static constexpr std::chrono::milliseconds kRefusedProbeGap{100};
+  std::chrono::milliseconds probe_gap_ = kFirstProbeGap;  // doubles while a send waits
+  // A failed probe's verdict waits kProbeFailGrace: when the peer process
+  // died, its link fails the comm first, with the message that says so.
+  static constexpr std::chrono::milliseconds kProbeFailGrace{1500};
+  enum ProbeState : uint8_t { kNoProbe, kProbeRefused, kProbeInFlight, kProbeDone, kProbeFailed };
+  std::string probe_failure_;  // why, once kProbeFailed
+  OpContext probe_op_;
+  std::chrono::milliseconds probe_deadline_;
+  uint32_t wait_calls_ = 0;  // the clock is read every 64th
+  // Epoch: not waiting; no probe under way. waiting_since_ moves on to the
+  // last probe's completion or refusal.
+  std::chrono::steady_clock::time_point waiting_since_{};
+  std::chrono::steady_clock::time_point probe_since_{};
+  std::chrono::steady_clock::time_point probe_failed_at_{};
+  std::atomic<uint8_t> probe_state_{kNoProbe};
   void* cts_region_ = nullptr;
   ConnectionFault fault_;
   // Four at a time: a request holds a context per segment (1.8 KiB), and

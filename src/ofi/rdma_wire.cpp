@@ -16,6 +16,7 @@ constexpr int32_t kEagerTagLimit = 1 << 19;  // |tag| below it fits the immediat
 constexpr uint8_t kEagerTruncated = 1;
 constexpr uint8_t kEagerSizeNotice = 2;
 constexpr uint8_t kEagerAborted = 4;
+constexpr uint8_t kEagerProbe = 8;
 
 }  // namespace
 
@@ -120,9 +121,9 @@ void encode_eager_header(const EagerHeader& header, uint8_t* out) {
   std::memset(out, 0, kEagerHeaderSize);
   put_le32(out, kEagerMagic);
   out[4] = kRdmaWireVersion;
-  out[5] = static_cast<uint8_t>((header.truncated ? kEagerTruncated : 0) |
-                                (header.size_notice ? kEagerSizeNotice : 0) |
-                                (header.aborted ? kEagerAborted : 0));
+  out[5] = static_cast<uint8_t>(
+      (header.truncated ? kEagerTruncated : 0) | (header.size_notice ? kEagerSizeNotice : 0) |
+      (header.aborted ? kEagerAborted : 0) | (header.probe ? kEagerProbe : 0));
   put_le32(out + 8, header.index);
   put_le32(out + 12, static_cast<uint32_t>(header.tag));
   put_le64(out + 16, header.size);
@@ -140,7 +141,7 @@ bool decode_eager_header(const uint8_t* bytes, size_t length, uint64_t max_data,
   }
   const uint8_t flags = bytes[5];
   // At most one flag: a message is data, or one kind of notice.
-  if ((flags & ~(kEagerTruncated | kEagerSizeNotice | kEagerAborted)) != 0 ||
+  if ((flags & ~(kEagerTruncated | kEagerSizeNotice | kEagerAborted | kEagerProbe)) != 0 ||
       (flags & (flags - 1)) != 0 || bytes[6] != 0 || bytes[7] != 0) {
     *error = "eager message has unknown flags or non-zero reserved bytes";
     return false;
@@ -149,6 +150,7 @@ bool decode_eager_header(const uint8_t* bytes, size_t length, uint64_t max_data,
   decoded.truncated = (bytes[5] & kEagerTruncated) != 0;
   decoded.size_notice = (bytes[5] & kEagerSizeNotice) != 0;
   decoded.aborted = (bytes[5] & kEagerAborted) != 0;
+  decoded.probe = (bytes[5] & kEagerProbe) != 0;
   decoded.index = get_le32(bytes + 8);
   decoded.tag = static_cast<int32_t>(get_le32(bytes + 12));
   decoded.size = get_le64(bytes + 16);
@@ -161,7 +163,11 @@ bool decode_eager_header(const uint8_t* bytes, size_t length, uint64_t max_data,
     *error = "abort notice carries data";
     return false;
   }
-  if (decoded.size_notice || decoded.aborted) {
+  if (decoded.probe && (data != 0 || decoded.index != 0 || decoded.tag != 0 || decoded.size != 0)) {
+    *error = "probe carries data or a non-zero index, tag or size";
+    return false;
+  }
+  if (decoded.size_notice || decoded.aborted || decoded.probe) {
     *header = decoded;
     return true;
   }

@@ -17,8 +17,9 @@
 //   index (its low 12 bits). Such data travels without a header, so a
 //   message of the provider's inject size still goes out as one inject.
 // Eager header (24): 0 magic u32 "WFTE", 4 version u8, 5 flags u8 (1
-//   truncated, 2 size notice, 4 aborted; at most one), 6 zero u16, 8 index
-//   u32, 12 tag i32, 16 size u64.
+//   truncated, 2 size notice, 4 aborted, 8 probe; at most one), 6 zero
+//   u16, 8 index u32, 12 tag i32, 16 size u64 (a probe's index, tag and
+//   size are zero).
 #pragma once
 
 #include <cstddef>
@@ -78,12 +79,14 @@ void set_cts_skipped(uint8_t* encoded, uint16_t skipped);
 // the sender never writes more than it sends.
 bool decode_cts(const uint8_t* bytes, size_t size, int rails, CtsMessage* cts, std::string* error);
 
-// Header in front of eager data. Three notices carry no data: a truncation
+// Header in front of eager data. Four notices carry no data: a truncation
 // notice (the sender refused to write an oversized message), a size notice
 // (the size of a written message, for providers whose write completions do
-// not report a length; `tag` then names the entry) and an abort notice (a
+// not report a length; `tag` then names the entry), an abort notice (a
 // write of the sender's failed, e.g. on a rail that went down: nothing
-// more will arrive on this connection).
+// more will arrive on this connection) and a probe (a sender that has
+// waited a while for a clear-to-send checks that rail 0 still carries
+// messages; the receiver drops it).
 struct EagerHeader {
   uint32_t index = 0;  // sender's cumulative message index
   int32_t tag = 0;
@@ -91,6 +94,7 @@ struct EagerHeader {
   bool truncated = false;
   bool size_notice = false;
   bool aborted = false;
+  bool probe = false;
 };
 constexpr size_t kEagerHeaderSize = 24;
 void encode_eager_header(const EagerHeader& header, uint8_t* out);

@@ -124,8 +124,9 @@ ncclResult_t OfiSendComm::step_connect(bool* connected) {
     for (int r = 0; r < rail_count(); ++r) {
       rails.push_back({&rail_endpoint(r), rail_peer(r), ack.write_target[r]});
     }
-    RdmaSendPath& rdma = path_.choose<RdmaSendPath>(std::move(rails), std::move(path_peer), eager,
-                                                    ack.needs_size_notices, min_stripe());
+    RdmaSendPath& rdma =
+        path_.choose<RdmaSendPath>(std::move(rails), std::move(path_peer), eager,
+                                   ack.needs_size_notices, min_stripe(), rail_probe_deadline());
     ncclResult_t started = rdma.start();
     if (started != ncclSuccess) return started;
   } else {
