@@ -70,11 +70,11 @@
   WEFT_PARAM(peer_timeout_ms, "WEFT_PEER_TIMEOUT_MS", Int, "10000", 0, 3600000,                    \
              "How long a peer's host may stay silent (TCP keepalive on the liveness link between " \
              "two weft processes, at least 3 s) before its comms fail; a peer process that dies "  \
-             "is noticed within about a second whatever this says. Also how long rail 0 may take " \
-             "to carry the probe that an rdma-protocol send sends after waiting a second for its " \
-             "clear-to-send, so a rail that died idle fails the comm. 0: no keepalive, no "        \
-             "liveness links (the verbs transport then keeps each comm's side channel open) and "  \
-             "no probes.")                                                                         \
+             "is noticed within about a second whatever this says. Also how long (at least 3 s) "  \
+             "rail 0 may take to carry the probe that an rdma-protocol send sends after waiting "  \
+             "a second for its clear-to-send, so a rail that died idle fails the comm. 0: no "     \
+             "keepalive, no liveness links (the verbs transport then keeps each comm's side "      \
+             "channel open) and no probes.")                                                       \
   WEFT_PARAM(max_p2p_bytes, "WEFT_MAX_P2P_BYTES", Size, "0", 0, 1099511627776,                     \
              "Largest single message reported to NCCL (maxP2pBytes). 0: the provider's limit, "    \
              "capped at 1 TiB.")                                                                   \

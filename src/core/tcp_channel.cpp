@@ -220,7 +220,7 @@ TcpStream::Progress TcpStream::receive_all(std::span<uint8_t> bytes, std::string
 
 bool TcpStream::keep_alive(int timeout_ms, std::string* error) {
   // Idle a third of the time, then three probes over the rest.
-  const int seconds = std::max(timeout_ms / 1000, 3);
+  const int seconds = std::max(timeout_ms, kMinSilenceMs) / 1000;
   const int idle = std::max(seconds / 3, 1);
   const int interval = std::max((seconds - idle) / 3, 1);
   const int probes = 3;

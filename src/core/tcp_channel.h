@@ -15,6 +15,11 @@
 
 namespace weft {
 
+// The shortest silence weft takes for a dead peer or path, whatever
+// WEFT_PEER_TIMEOUT_MS says: keepalive needs whole seconds of idle and
+// probes, and less would fail healthy but loaded jobs.
+constexpr int kMinSilenceMs = 3000;
+
 class TcpStream;
 
 class TcpListener {
@@ -70,7 +75,8 @@ class TcpStream {
 
   // TCP keepalive and TCP_USER_TIMEOUT such that a peer whose kernel stops
   // answering (host down, network cut) fails the socket with ETIMEDOUT
-  // after about `timeout_ms` (at least 3 s), with no traffic in between.
+  // after about `timeout_ms` (at least kMinSilenceMs), with no traffic in
+  // between.
   bool keep_alive(int timeout_ms, std::string* error);
 
   bool valid() const { return fd_.valid(); }

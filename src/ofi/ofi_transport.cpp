@@ -9,6 +9,7 @@
 #include "core/hash.h"
 #include "core/line_order_guard.h"
 #include "core/rail_grouping.h"
+#include "core/tcp_channel.h"
 #include "ofi/connection_messages.h"
 #include "ofi/efa_settings.h"
 #include "ofi/listen_comm.h"
@@ -378,7 +379,10 @@ ncclResult_t OfiTransport::connect(int dev, const CommConfig&, void* handle, Sen
     setup.min_stripe = static_cast<size_t>(params_.min_stripe_size);
     setup.links = peer_links();
     // A rail that died idle fails the comm as soon as a silent peer host does.
-    setup.rail_probe_deadline = std::chrono::milliseconds(params_.peer_timeout_ms);
+    if (params_.peer_timeout_ms > 0) {
+      setup.rail_probe_deadline =
+          std::chrono::milliseconds(std::max<int64_t>(params_.peer_timeout_ms, kMinSilenceMs));
+    }
     for (size_t r = 1; r < endpoints.size(); ++r) setup.extra_rails.push_back({endpoints[r]});
     setup.peer_name = endpoint->address_to_string(decoded.payload, decoded.payload_size);
     result = endpoint->insert_address(decoded.payload, decoded.payload_size, &setup.peer);

@@ -518,13 +518,15 @@ ncclResult_t RdmaSendPath::post(void* data, size_t size, int tag, void* mhandle,
   eager_sent_[next_index_ % kRdmaEagerAhead].pending = false;
   ++next_index_;
   advance_groups();
-  waiting_since_ = {};
-  probe_gap_ = kFirstProbeGap;
-  // A probe in flight or failed still gets its verdict at the next wait.
-  const uint8_t probe = probe_state_.load(std::memory_order_acquire);
-  if (probe == kProbeRefused || probe == kProbeDone) {
-    probe_state_.store(kNoProbe, std::memory_order_relaxed);
-    probe_since_ = {};
+  if (waiting_since_ != std::chrono::steady_clock::time_point{}) [[unlikely]] {
+    waiting_since_ = {};
+    probe_gap_ = kFirstProbeGap;
+    // A probe in flight or failed still gets its verdict at the next wait.
+    const uint8_t probe = probe_state_.load(std::memory_order_acquire);
+    if (probe == kProbeRefused || probe == kProbeDone) {
+      probe_state_.store(kNoProbe, std::memory_order_relaxed);
+      probe_since_ = {};
+    }
   }
   return result;
 }
@@ -636,7 +638,6 @@ void RdmaSendPath::probe_while_waiting() {
     return;
   }
   probe_failure_ = std::string("could not be posted: ") + fi_strerror(static_cast<int>(-rc));
-  probe_failed_at_ = now;
   probe_state_.store(kProbeFailed, std::memory_order_relaxed);
 }
 
