@@ -132,6 +132,14 @@ void play_hostile(NetClient& c, void* req, Rank& rk, const HostileCase& hc) {
   if (stays) FT_REQUIRE(rk.peer->recv_str() == "victim done", "out of step");
 }
 
+// The hostile rank closes with its own transfer still in flight, which
+// waits WEFT_CLOSE_TIMEOUT_MS (2 s) for it; that wait is not under test
+// here (conformance's [close] is), the victim's close is.
+void set_hostile_env(const HostileCase& hc) {
+  ::setenv("WEFT_OFI_TEST_HOSTILE", hc.field, 1);
+  ::setenv("WEFT_CLOSE_TIMEOUT_MS", "100", 1);
+}
+
 void judge_victim(Rank& rk, const HostileCase& hc, ncclResult_t res, const std::string& what) {
   if (hc.outcome != Outcome::kAnyEnd) {
     FT_REQUIRE(res != ncclSuccess,
@@ -146,7 +154,7 @@ void judge_victim(Rank& rk, const HostileCase& hc, ncclResult_t res, const std::
 }
 
 void receiver(int v, Rank& rk, const HostileCase& hc, bool hostile) {
-  if (hostile) ::setenv("WEFT_OFI_TEST_HOSTILE", hc.field, 1);
+  if (hostile) set_hostile_env(hc);
   auto c = load_plugin(v);
   FT_OK(c->init(capture_log));
   void* rc = recv_side_connect(*c, test_device(*c), *rk.peer);
@@ -173,7 +181,7 @@ void receiver(int v, Rank& rk, const HostileCase& hc, bool hostile) {
 }
 
 void sender(int v, Rank& rk, const HostileCase& hc, bool hostile) {
-  if (hostile) ::setenv("WEFT_OFI_TEST_HOSTILE", hc.field, 1);
+  if (hostile) set_hostile_env(hc);
   auto c = load_plugin(v);
   FT_OK(c->init(capture_log));
   void* sc = send_side_connect(*c, test_device(*c), *rk.peer);
