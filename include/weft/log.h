@@ -12,6 +12,9 @@ void set_logger(ncclDebugLogger_t logger);
 // stderr threshold when no NCCL logger is set (from WEFT_DEBUG).
 void set_stderr_level(ncclDebugLogLevel level);
 
+// "WARN", "INFO", "TRACE", or "LOG" for the other levels.
+const char* log_level_name(ncclDebugLogLevel level);
+
 bool log_enabled(ncclDebugLogLevel level);
 
 void log_message(ncclDebugLogLevel level, unsigned long flags, const char* file, int line,

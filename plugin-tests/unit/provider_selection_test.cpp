@@ -5,7 +5,7 @@
 #include "ofi/provider_quirks.h"
 
 using weft::ofi::domain_selected;
-using weft::ofi::is_rdma_provider;
+using weft::is_rdma_provider;
 using weft::ofi::preferred_rdma_provider;
 
 TEST_CASE("auto mode takes only RDMA-class providers", "[unit][ofi]") {

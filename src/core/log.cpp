@@ -10,7 +10,9 @@ namespace {
 std::atomic<ncclDebugLogger_t> nccl_logger{nullptr};
 std::atomic<int> stderr_level{NCCL_LOG_WARN};
 
-const char* level_name(ncclDebugLogLevel level) {
+}  // namespace
+
+const char* log_level_name(ncclDebugLogLevel level) {
   switch (level) {
     case NCCL_LOG_WARN:
       return "WARN";
@@ -22,8 +24,6 @@ const char* level_name(ncclDebugLogLevel level) {
       return "LOG";
   }
 }
-
-}  // namespace
 
 void set_logger(ncclDebugLogger_t logger) {
   nccl_logger.store(logger, std::memory_order_release);
@@ -52,7 +52,7 @@ void log_message(ncclDebugLogLevel level, unsigned long flags, const char* file,
     return;
   }
   if (!log_enabled(level)) return;
-  fprintf(stderr, "NET/weft %s %s\n", level_name(level), text);
+  fprintf(stderr, "NET/weft %s %s\n", log_level_name(level), text);
 }
 
 }  // namespace weft

@@ -10,6 +10,8 @@
 #include <sstream>
 
 #include "core/hash.h"
+#include "core/provider_names.h"
+#include "core/string_split.h"
 #include "core/sysfs.h"
 #include "weft/log.h"
 
@@ -17,20 +19,6 @@ namespace weft::ofi {
 namespace {
 
 constexpr uint64_t kMaxMessageBytes = 1ull << 40;  // NCCL's limit for maxP2pBytes
-
-std::vector<std::string> split(const std::string& text, char separator) {
-  std::vector<std::string> parts;
-  std::stringstream stream(text);
-  std::string part;
-  while (std::getline(stream, part, separator)) {
-    if (!part.empty()) parts.push_back(part);
-  }
-  return parts;
-}
-
-std::string core_provider(const std::string& provider_name) {
-  return provider_name.substr(0, provider_name.find(';'));
-}
 
 }  // namespace
 
@@ -151,15 +139,6 @@ DeviceProperties properties_of(const fi_info* info, const std::string& name, con
 }
 
 }  // namespace
-
-bool is_rdma_provider(const std::string& provider_name) {
-  static const std::set<std::string> rdma = {"efa", "verbs", "cxi", "psm3", "psm2", "opx", "usnic"};
-  return rdma.count(core_provider(provider_name)) > 0;
-}
-
-bool is_efa_provider(const std::string& provider_name) {
-  return core_provider(provider_name) == "efa";
-}
 
 std::string preferred_rdma_provider(const std::vector<std::string>& provider_names) {
   // EFA first (the cloud case), then the native HPC fabrics, verbs last.

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "core/provider_names.h"
 #include "ofi/fabric_ptr.h"
 #include "weft/params.h"
 #include "weft/transport.h"
@@ -34,12 +35,6 @@ InfoPtr find_message_variant(const fi_info* base, uint64_t extra_caps, uint64_t 
 
 // On failure logs what was found and which variable to set.
 ncclResult_t discover_devices(const Params& params, std::vector<DiscoveredDevice>* devices);
-
-// Providers that move data with RDMA hardware; auto mode uses only these.
-bool is_rdma_provider(const std::string& provider_name);
-// libfabric's EFA provider ("efa", or layered as "efa;ofi_rxd"); its two
-// fabrics (efa, efa-direct) share the provider name.
-bool is_efa_provider(const std::string& provider_name);
 
 // Auto mode's choice among the providers fi_getinfo returned: the core
 // provider name ("efa", "verbs", ...), or empty when none is RDMA-class.

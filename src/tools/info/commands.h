@@ -1,8 +1,11 @@
 // weft-info's subcommands. Each returns the process exit status:
-// 0 success, 1 failure, 2 bad usage or bad configuration.
+// 0 success, 1 failure (--check: warnings), 2 bad usage or bad
+// configuration (--check: the node is not usable).
 #pragma once
 
 #include <iosfwd>
+#include <string>
+#include <vector>
 
 namespace weft::info {
 
@@ -11,5 +14,8 @@ int print_params(std::ostream& out, std::ostream& err);
 
 // --params-markdown: docs/configuration.md (independent of the environment).
 int print_params_markdown(std::ostream& out);
+
+// --check [--json] [--plugin PATH] [--no-gpu]: the node check (node_check.h).
+int run_node_check(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
 
 }  // namespace weft::info

@@ -3,38 +3,59 @@
 #include <iostream>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "commands.h"
 
 namespace {
 
+using Args = std::vector<std::string>;
+
 struct Command {
   const char* flag;
+  const char* options;  // what may follow the flag, for the help
   const char* help;
-  int (*run)();
+  int (*run)(const Args& args);
 };
 
-// One row per subcommand; a later one (--devices, ...) is one more row.
+int no_options(const char* flag, const Args& args) {
+  if (args.empty()) return 0;
+  std::cerr << "weft-info: " << flag << " takes no options (got '" << args[0] << "')\n";
+  return 2;
+}
+
+// One row per subcommand.
 const Command kCommands[] = {
-    {"--params", "print every WEFT_* parameter: type, default, current value, source, doc",
-     [] { return weft::info::print_params(std::cout, std::cerr); }},
-    {"--params-markdown", "print the configuration reference (docs/configuration.md)",
-     [] { return weft::info::print_params_markdown(std::cout); }},
+    {"--check", "[--json] [--plugin PATH] [--no-gpu]",
+     "check this node: the plugin as NCCL loads it, its devices, GPU registration, "
+     "limits, versions, variables; exit 0 ready, 1 warnings, 2 not usable",
+     [](const Args& args) { return weft::info::run_node_check(args, std::cout, std::cerr); }},
+    {"--params", "", "print every WEFT_* parameter: type, default, current value, source, doc",
+     [](const Args& args) {
+       if (int bad = no_options("--params", args)) return bad;
+       return weft::info::print_params(std::cout, std::cerr);
+     }},
+    {"--params-markdown", "", "print the configuration reference (docs/configuration.md)",
+     [](const Args& args) {
+       if (int bad = no_options("--params-markdown", args)) return bad;
+       return weft::info::print_params_markdown(std::cout);
+     }},
 };
 
 void usage(std::ostream& out) {
-  out << "usage: weft-info <command>\n\ncommands:\n";
+  out << "usage: weft-info <command> [options]\n\ncommands:\n";
   for (const Command& command : kCommands) {
-    out << "  " << command.flag << std::string(20 - std::strlen(command.flag), ' ') << command.help
-        << "\n";
+    out << "  " << command.flag;
+    if (command.options[0] != '\0') out << " " << command.options;
+    out << "\n      " << command.help << "\n";
   }
-  out << "  --help              print this help\n";
+  out << "  --help\n      print this help\n";
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 2) {
+  if (argc < 2) {
     usage(std::cerr);
     return 2;
   }
@@ -43,11 +64,12 @@ int main(int argc, char** argv) {
     usage(std::cout);
     return 0;
   }
+  const Args rest(argv + 2, argv + argc);
   for (const Command& command : kCommands) {
     if (arg == command.flag) {
-      const int status = command.run();
+      const int status = command.run(rest);
       std::cout.flush();
-      return std::cout.fail() ? 1 : status;
+      return std::cout.fail() ? 2 : status;
     }
   }
   std::cerr << "weft-info: unknown command '" << arg << "'\n";

@@ -62,4 +62,11 @@ std::vector<std::string> param_values(const Params& params) {
   return values;
 }
 
+std::string param_source(const ParamSpec& spec, const EnvLookup& env) {
+  if (!param_is_set_in_env(spec, env)) return "default";
+  const char* own = env(spec.env_name);
+  if (own != nullptr && own[0] != '\0') return "env";
+  return spec.nccl_env_name;
+}
+
 }  // namespace weft::info

@@ -16,14 +16,6 @@ std::string shown(const std::string& value) {
   return value.empty() ? "(empty)" : value;
 }
 
-// "env", "NCCL_IB_HCA" (NCCL's equivalent supplied it) or "default".
-std::string source_of(const ParamSpec& spec, const EnvLookup& env) {
-  if (!param_is_set_in_env(spec, env)) return "default";
-  const char* own = env(spec.env_name);
-  if (own != nullptr && own[0] != '\0') return "env";
-  return spec.nccl_env_name;
-}
-
 }  // namespace
 
 int print_params(std::ostream& out, std::ostream& err) {
@@ -41,7 +33,7 @@ int print_params(std::ostream& out, std::ostream& err) {
   rows.push_back({"NAME", "TYPE", "DEFAULT", "VALUE", "SOURCE", "ACCEPTED"});
   for (size_t i = 0; i < specs.size(); ++i) {
     rows.push_back({specs[i].env_name, type_name(specs[i].type), shown(specs[i].default_value),
-                    shown(values[i]), source_of(specs[i], env), accepted_values(specs[i])});
+                    shown(values[i]), param_source(specs[i], env), accepted_values(specs[i])});
   }
   std::vector<size_t> widths(rows[0].size(), 0);
   for (const auto& row : rows) {

@@ -1,5 +1,7 @@
 #include "report.h"
 
+#include "weft/json_text.h"
+
 namespace weft::perf {
 namespace {
 
@@ -162,32 +164,6 @@ class CsvReporter final : public Reporter {
   std::string label_;
   bool header_ = false;
 };
-
-std::string json_string(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          char buf[8];
-          snprintf(buf, sizeof(buf), "\\u%04x", c);
-          out += buf;
-        } else {
-          out += c;
-        }
-    }
-  }
-  return out + "\"";
-}
 
 // Integers (abi, depth, speed) stay numbers; everything else is a string.
 std::string json_value(const std::string& v) {

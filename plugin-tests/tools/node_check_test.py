@@ -1,0 +1,209 @@
+#!/usr/bin/python3
+"""weft-info --check end to end: the plugin found as NCCL finds it, over tcp,
+shm and softverbs (with softcuda's GPU), every JSON report validated against
+docs/node-check.schema.json, and each finding that a broken node must show:
+no plugin, an NCCL too old, NCCL_NET_PLUGIN unset, a bad parameter, a provider
+that does not exist, GPU memory that no device can register, a registration
+that fails. Limits are set per case (the check reads them) so the verdicts do
+not depend on this machine's.
+
+usage: node_check_test.py WEFT_INFO PLUGIN SCHEMA FAKE_NCCL_DIR SOFTVERBS_LIB SOFTCUDA_DIR
+"""
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+
+import jsonschema
+
+weft_info, plugin, schema_path, fake_nccl_dir, softverbs_lib, softcuda_dir = sys.argv[1:7]
+plugin_dir = os.path.dirname(os.path.realpath(plugin))
+schema = json.load(open(schema_path))
+failures = []
+
+
+def limits(memlock_soft, nofile_soft, raise_hard=False):
+    def apply():
+        if raise_hard:
+            resource.setrlimit(resource.RLIMIT_MEMLOCK, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+            resource.setrlimit(resource.RLIMIT_NOFILE, (1048576, 1048576))
+            return
+        hard = resource.getrlimit(resource.RLIMIT_MEMLOCK)[1]
+        resource.setrlimit(resource.RLIMIT_MEMLOCK, (memlock_soft, hard))
+        hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+        resource.setrlimit(resource.RLIMIT_NOFILE, (nofile_soft, hard))
+    return apply
+
+
+def run(name, env_extra, args=(), unset=(), preexec=None, text=False):
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("WEFT_", "NCCL_", "FI_", "SOFTVERBS_", "SOFTCUDA_")) and k not in unset}
+    env["LD_LIBRARY_PATH"] = plugin_dir + ":" + fake_nccl_dir
+    env["NCCL_NET_PLUGIN"] = "weft"
+    for key in unset:
+        env.pop(key, None)
+    env.update(env_extra)
+    cmd = [weft_info, "--check"] + ([] if text else ["--json"]) + list(args)
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120,
+                          preexec_fn=preexec or limits(64 * 1024, 4096))
+    if text:
+        return proc, None
+    try:
+        report = json.loads(proc.stdout)
+    except json.JSONDecodeError as e:
+        failures.append(f"{name}: not JSON ({e}); exit {proc.returncode}; stderr: {proc.stderr[-2000:]}")
+        return proc, None
+    try:
+        jsonschema.validate(report, schema)
+    except jsonschema.ValidationError as e:
+        failures.append(f"{name}: does not match the schema: {e.message} at {list(e.absolute_path)}")
+    if report.get("exit_status") != proc.returncode:
+        failures.append(f"{name}: exit status {proc.returncode}, report says {report.get('exit_status')}")
+    severities = {f["severity"] for f in report.get("findings", [])}
+    expected = 2 if "failure" in severities else 1 if "warning" in severities else 0
+    if proc.returncode != expected:
+        failures.append(f"{name}: exit status {proc.returncode} with findings {severities}")
+    return proc, report
+
+
+def expect(name, condition, what, report=None):
+    if not condition:
+        detail = ""
+        if report is not None:
+            detail = "; findings: " + json.dumps(report.get("findings"), indent=1)
+        failures.append(f"{name}: {what}{detail}")
+
+
+def finding(report, severity, topic, text):
+    return any(f["severity"] == severity and f["topic"] == topic and text in f["text"]
+               for f in report["findings"])
+
+
+tcp = {"WEFT_OFI_PROVIDER": "tcp", "WEFT_OFI_DOMAIN": "lo"}
+verbs = {"WEFT_TRANSPORT": "verbs", "WEFT_IBVERBS_LIB": softverbs_lib}
+
+# tcp: the plugin as NCCL 2.28 loads it (ncclNetPlugin_v11), one device.
+proc, r = run("tcp", tcp, ["--no-gpu"])
+if r:
+    expect("tcp", r["plugin"]["path"] == os.path.realpath(plugin), f"loaded {r['plugin']['path']}")
+    expect("tcp", r["plugin"]["name"] == "weft" and r["plugin"]["abi_version"] == 11,
+           f"plugin {r['plugin']['name']} v{r['plugin']['abi_version']}")
+    expect("tcp", r["nccl"]["version"] == "2.28.9", f"NCCL {r['nccl']}")
+    expect("tcp", [d["name"] for d in r["devices"]] == ["lo"] and r["devices"][0]["ptr_support"] == "HOST",
+           f"devices {r['devices']}")
+    expect("tcp", r["plugin"]["init_result"] == "ncclSuccess", r["plugin"]["init_result"])
+    # tcp's registrations pin nothing: the memlock limit is a note there.
+    expect("tcp", finding(r, "note", "limits", "locked memory is limited to 64 KiB"), "memlock note", r)
+    expect("tcp", finding(r, "warning", "limits", "open files are limited to 4096"), "nofile warning", r)
+    expect("tcp", any(p["name"] == "WEFT_OFI_PROVIDER" and p["value"] == "tcp" and p["source"] == "env"
+                      for p in r["parameters"]), "WEFT_OFI_PROVIDER not reported as set")
+    expect("tcp", {"name": "NCCL_NET_PLUGIN", "value": "weft"} in r["environment"], "NCCL_NET_PLUGIN")
+    expect("tcp", any(lib["role"] == "libfabric" and lib["version"] for lib in r["libraries"]),
+           f"libfabric's version: {r['libraries']}")
+
+# A node with nothing to complain about: limits raised, where this process
+# may raise them (root with CAP_SYS_RESOURCE; not in every container).
+try:
+    resource.setrlimit(resource.RLIMIT_MEMLOCK, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+    resource.setrlimit(resource.RLIMIT_NOFILE, (1048576, 1048576))
+    can_raise = True
+except (ValueError, OSError):
+    can_raise = False
+    print("note: cannot raise memlock and nofile here; the 'ready' case is not run")
+if can_raise:
+    proc, r = run("ready", tcp, ["--no-gpu"], preexec=limits(0, 0, raise_hard=True))
+    if r:
+        expect("ready", r["verdict"] == "ready" and proc.returncode == 0, f"verdict {r['verdict']}", r)
+
+# The same as text: the verdict first and last.
+proc, _ = run("text", tcp, ["--no-gpu"], text=True)
+expect("text", proc.stdout.startswith("weft node check: warnings\n") and
+       proc.stdout.rstrip().endswith("warnings (exit status 1)") and proc.returncode == 1,
+       f"exit {proc.returncode}, output:\n{proc.stdout}")
+
+# NCCL 2.30 loads v12, which has rail and plane ids.
+proc, r = run("nccl-2.30", dict(tcp, FAKE_NCCL_VERSION="23000"), ["--no-gpu"])
+if r:
+    expect("nccl-2.30", r["plugin"]["abi_version"] == 12 and r["devices"] and r["devices"][0]["rail_id"] >= 0,
+           f"v{r['plugin']['abi_version']}, devices {r['devices']}")
+
+# NCCL 2.12 looks for no version weft exports.
+proc, r = run("nccl-2.12", dict(tcp, FAKE_NCCL_VERSION="21200"), ["--no-gpu"])
+if r:
+    expect("nccl-2.12", finding(r, "failure", "nccl", "NCCL 2.12.0 looks for ncclNet v5 or older"), "", r)
+
+# NCCL_NET_PLUGIN unset: NCCL would not load weft; the check says so.
+proc, r = run("no NCCL_NET_PLUGIN", tcp, ["--no-gpu"], unset=("NCCL_NET_PLUGIN",))
+if r:
+    expect("no NCCL_NET_PLUGIN", finding(r, "warning", "nccl", "NCCL_NET_PLUGIN is not set"), "", r)
+
+# No plugin where asked.
+proc, r = run("missing plugin", tcp, ["--no-gpu", "--plugin", "/nonexistent/libnccl-net-weft.so"])
+if r:
+    expect("missing plugin", r["plugin"]["path"] is None and not r["devices"] and
+           finding(r, "failure", "plugin", "/nonexistent/libnccl-net-weft.so"), "", r)
+
+# A parameter out of range.
+proc, r = run("bad parameter", dict(tcp, WEFT_OFI_CQ_SIZE="1"), ["--no-gpu"])
+if r:
+    expect("bad parameter", finding(r, "failure", "variables", "WEFT_OFI_CQ_SIZE"), "", r)
+
+# A provider that does not exist: no device, and the plugin's reason.
+proc, r = run("no provider", {"WEFT_OFI_PROVIDER": "nosuchprovider"}, ["--no-gpu"])
+if r:
+    expect("no provider", proc.returncode == 2 and not r["devices"] and
+           any(f["severity"] == "failure" and f["topic"] in ("plugin", "devices") for f in r["findings"]),
+           "no failure", r)
+
+# shm: another software provider.
+proc, r = run("shm", {"WEFT_OFI_PROVIDER": "shm"}, ["--no-gpu"])
+if r:
+    expect("shm", len(r["devices"]) == 1 and finding(r, "note", "limits", "locked memory"), "", r)
+
+# softverbs with softcuda's GPU: a device buffer registered through the
+# plugin by dma-buf; the memlock limit matters on an RDMA device.
+gpu_env = dict(verbs, LD_LIBRARY_PATH=plugin_dir + ":" + fake_nccl_dir + ":" + softcuda_dir)
+with tempfile.TemporaryDirectory() as registry:
+    gpu_env["SOFTVERBS_DIR"] = registry
+    proc, r = run("softverbs+gpu", gpu_env)
+    if r:
+        expect("softverbs+gpu", r["devices"] and "CUDA" in r["devices"][0]["ptr_support"],
+               f"devices {r['devices']}")
+        expect("softverbs+gpu", r["gpus"]["driver"] and len(r["gpus"]["devices"]) >= 1 and
+               all(g["registered"] and g["registration"] == "ok" for g in r["gpus"]["devices"]),
+               f"gpus {r['gpus']}", r)
+        expect("softverbs+gpu", finding(r, "warning", "limits", "locked memory is limited to 64 KiB"),
+               "memlock warning", r)
+        expect("softverbs+gpu", any(lib["role"] == "libcuda" and lib["path"].startswith(softcuda_dir)
+                                    for lib in r["libraries"]), f"libraries {r['libraries']}")
+
+    # No dma-buf on the device: no weft device takes GPU memory.
+    proc, r = run("softverbs, no dma-buf", dict(gpu_env, SOFTVERBS_DMABUF="0"))
+    if r:
+        expect("softverbs, no dma-buf", finding(r, "warning", "gpu", "no weft device registers GPU memory") and
+               not r["gpus"]["devices"][0]["registered"], "", r)
+
+    # The device refuses the registration (its MR limit).
+    proc, r = run("softverbs, MR limit", dict(gpu_env, SOFTVERBS_MAX_MR="1"))
+    if r:
+        expect("softverbs, MR limit", proc.returncode == 2 and
+               finding(r, "failure", "gpu", "device buffer could not be registered") and
+               not r["gpus"]["devices"][0]["registered"], "", r)
+
+    # --no-gpu skips the GPU entirely.
+    proc, r = run("softverbs, --no-gpu", gpu_env, ["--no-gpu"])
+    if r:
+        expect("softverbs, --no-gpu", not r["gpus"]["devices"] and r["gpus"]["driver"] is None,
+               f"gpus {r['gpus']}")
+
+# Bad usage.
+proc = subprocess.run([weft_info, "--check", "--bogus"], capture_output=True, text=True)
+expect("usage", proc.returncode == 2 and "accepted: --json, --plugin PATH, --no-gpu" in proc.stderr,
+       f"exit {proc.returncode}, stderr {proc.stderr}")
+
+if failures:
+    print("FAILED:\n" + "\n".join(failures))
+    sys.exit(1)
+print("node check: all cases passed")
