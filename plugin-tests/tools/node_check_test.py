@@ -198,9 +198,52 @@ with tempfile.TemporaryDirectory() as registry:
         expect("softverbs, --no-gpu", not r["gpus"]["devices"] and r["gpus"]["driver"] is None,
                f"gpus {r['gpus']}")
 
+# A recorded node shape: two host bridges (NUMA nodes 0 and 1), each with a
+# GPU and a NIC under one root port, the NICs listed in the other order.
+# Each GPU must pair with the NIC beside it, and register there.
+with tempfile.TemporaryDirectory() as root, tempfile.TemporaryDirectory() as registry:
+    sysfs = root + "/sys"
+    shape = {
+        "0000:17:00.0": ("pci0000:00/0000:00:01.0", 0),  # GPU 0
+        "0000:18:00.0": ("pci0000:00/0000:00:01.0", 0),  # its NIC, listed second
+        "0000:81:00.0": ("pci0000:80/0000:80:01.0", 1),  # GPU 1
+        "0000:82:00.0": ("pci0000:80/0000:80:01.0", 1),  # its NIC, listed first
+    }
+    paths = {}
+    for bus_id, (parent, node) in shape.items():
+        path = f"{sysfs}/devices/{parent}/{bus_id}"
+        os.makedirs(path)
+        with open(path + "/numa_node", "w") as f:
+            f.write(f"{node}\n")
+        os.makedirs(sysfs + "/bus/pci/devices", exist_ok=True)
+        os.symlink(path, f"{sysfs}/bus/pci/devices/{bus_id}")
+        paths[bus_id] = path
+    shape_env = dict(gpu_env, SOFTVERBS_DIR=registry, SOFTVERBS_DEVICES="2", SOFTCUDA_DEVICES="2",
+                     SOFTVERBS_PCI_PATHS=paths["0000:82:00.0"] + "," + paths["0000:18:00.0"],
+                     SOFTCUDA_PCI_BUS_IDS="0000:17:00.0,0000:81:00.0")
+    proc, r = run("node shape", shape_env, ["--sysfs-root", sysfs])
+    if r:
+        nic_of = {d["pci_path"]: i for i, d in enumerate(r["devices"])}
+        want = {0: nic_of.get(paths["0000:18:00.0"]), 1: nic_of.get(paths["0000:82:00.0"])}
+        expect("node shape", len(r["devices"]) == 2 and None not in want.values(),
+               f"devices {[d['pci_path'] for d in r['devices']]}")
+        gpus = r["gpus"]["devices"]
+        expect("node shape", len(gpus) == 2, f"gpus {gpus}")
+        for g in gpus:
+            expect("node shape", g["nearest_net_device"] == want[g["ordinal"]] and
+                   g["nearest_relation"] == "under the same PCI bridge" and
+                   g["numa_node"] == g["ordinal"] and g["net_device"] == want[g["ordinal"]] and
+                   g["registered"], f"GPU {g}")
+    # Without the tree (this machine's /sys knows no such GPUs): no pairing,
+    # and the check says NCCL cannot pair them either.
+    proc, r = run("node shape, no sysfs", shape_env)
+    if r:
+        expect("node shape, no sysfs", all(g["nearest_net_device"] == -1 for g in r["gpus"]["devices"]) and
+               finding(r, "note", "gpu", "no place in this node's PCI tree"), "", r)
+
 # Bad usage.
 proc = subprocess.run([weft_info, "--check", "--bogus"], capture_output=True, text=True)
-expect("usage", proc.returncode == 2 and "accepted: --json, --plugin PATH, --no-gpu" in proc.stderr,
+expect("usage", proc.returncode == 2 and "accepted: --json, --plugin PATH, --no-gpu, --sysfs-root DIR" in proc.stderr,
        f"exit {proc.returncode}, stderr {proc.stderr}")
 
 if failures:

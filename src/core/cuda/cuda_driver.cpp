@@ -300,6 +300,20 @@ bool Driver::device_attribute(int ordinal, CUdevice_attribute attribute, int* va
   return api_.device_get_attribute(value, attribute, devices_[ordinal]) == CUDA_SUCCESS;
 }
 
+std::string Driver::pci_bus_id(int ordinal) const {
+  int domain = 0;
+  int bus = 0;
+  int device = 0;
+  if (!device_attribute(ordinal, CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID, &domain) ||
+      !device_attribute(ordinal, CU_DEVICE_ATTRIBUTE_PCI_BUS_ID, &bus) ||
+      !device_attribute(ordinal, CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID, &device)) {
+    return {};
+  }
+  char text[32];
+  std::snprintf(text, sizeof(text), "%04x:%02x:%02x.0", domain, bus, device);
+  return text;
+}
+
 bool Driver::gdr_supported(int ordinal) const {
   int value = 0;
   return device_attribute(ordinal, CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_SUPPORTED, &value) &&

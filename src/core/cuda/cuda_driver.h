@@ -56,6 +56,9 @@ class Driver {
   int driver_version() const { return driver_version_; }  // cuDriverGetVersion, 0 if unknown
   int device_count() const { return static_cast<int>(devices_.size()); }
 
+  // "0000:3b:00.0" (domain:bus:device.function, as in /sys/bus/pci/devices),
+  // or empty when the driver does not say.
+  std::string pci_bus_id(int ordinal) const;
   bool gdr_supported(int ordinal) const;     // CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_SUPPORTED
   bool dmabuf_supported(int ordinal) const;  // CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED, and export
                                              // (cuMemGetHandleForAddressRange) resolved

@@ -16,9 +16,11 @@ int run_node_check(const std::vector<std::string>& args, std::ostream& out, std:
       options.gpu = false;
     } else if (args[i] == "--plugin" && i + 1 < args.size()) {
       options.plugin = args[++i];
+    } else if (args[i] == "--sysfs-root" && i + 1 < args.size()) {
+      options.sysfs_root = args[++i];
     } else {
       err << "weft-info --check: unknown or incomplete option '" << args[i]
-          << "' (accepted: --json, --plugin PATH, --no-gpu)\n";
+          << "' (accepted: --json, --plugin PATH, --no-gpu, --sysfs-root DIR)\n";
       return 2;
     }
   }

@@ -15,7 +15,8 @@ int print_params(std::ostream& out, std::ostream& err);
 // --params-markdown: docs/configuration.md (independent of the environment).
 int print_params_markdown(std::ostream& out);
 
-// --check [--json] [--plugin PATH] [--no-gpu]: the node check (node_check.h).
+// --check [--json] [--plugin PATH] [--no-gpu] [--sysfs-root DIR]: the node
+// check (node_check.h).
 int run_node_check(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
 
 }  // namespace weft::info

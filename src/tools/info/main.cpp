@@ -26,7 +26,7 @@ int no_options(const char* flag, const Args& args) {
 
 // One row per subcommand.
 const Command kCommands[] = {
-    {"--check", "[--json] [--plugin PATH] [--no-gpu]",
+    {"--check", "[--json] [--plugin PATH] [--no-gpu] [--sysfs-root DIR]",
      "check this node: the plugin as NCCL loads it, its devices, GPU registration, "
      "limits, versions, variables; exit 0 ready, 1 warnings, 2 not usable",
      [](const Args& args) { return weft::info::run_node_check(args, std::cout, std::cerr); }},

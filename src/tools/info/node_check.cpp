@@ -16,6 +16,7 @@
 #include <sstream>
 
 #include "core/cuda/cuda_driver.h"
+#include "core/pci_relation.h"
 #include "core/provider_names.h"
 #include "core/string_split.h"
 #include "param_text.h"
@@ -377,7 +378,41 @@ struct Loopback {
   }
 };
 
-void check_gpus(NodeReport& report, NetClient* client, const Params& params) {
+int read_numa_node(const std::string& device_path) {
+  std::ifstream file(device_path + "/numa_node");
+  int node = -1;
+  return (file >> node) ? node : -1;
+}
+
+// Where the GPU sits in the PCI tree, and the weft device nearest to it.
+void place_gpu(GpuCheck& gpu, const NodeReport& report, const std::string& sysfs_root) {
+  if (gpu.pci_bus_id.empty()) return;
+  char resolved[PATH_MAX];
+  const std::string link = sysfs_root + "/bus/pci/devices/" + gpu.pci_bus_id;
+  if (realpath(link.c_str(), resolved) == nullptr) return;
+  gpu.pci_path = resolved;
+  gpu.numa_node = read_numa_node(gpu.pci_path);
+  PciRelation best;
+  for (size_t d = 0; d < report.devices.size(); ++d) {
+    if (report.devices[d].pci_path.empty()) continue;
+    const PciRelation relation = pci_relation(gpu.pci_path, report.devices[d].pci_path);
+    if (gpu.nearest_device < 0 || relation.nearer_than(best)) {
+      best = relation;
+      gpu.nearest_device = static_cast<int>(d);
+    }
+  }
+  if (gpu.nearest_device >= 0) {
+    gpu.nearest_relation = best.describe();
+    const int nic_node = read_numa_node(report.devices[gpu.nearest_device].pci_path);
+    if (best.pci && !best.same_root)
+      gpu.nearest_relation += nic_node >= 0 && nic_node == gpu.numa_node
+                                  ? " (same NUMA node)"
+                                  : " (NUMA node " + std::to_string(nic_node) + ")";
+  }
+}
+
+void check_gpus(NodeReport& report, NetClient* client, const Params& params,
+                const std::string& sysfs_root) {
   if (params.gpu == "off") {
     report.cuda_reason = "WEFT_GPU=off";
     return;
@@ -407,9 +442,17 @@ void check_gpus(NodeReport& report, NetClient* client, const Params& params) {
   for (int ordinal = 0; ordinal < driver->device_count(); ++ordinal) {
     GpuCheck gpu;
     gpu.ordinal = ordinal;
+    gpu.pci_bus_id = driver->pci_bus_id(ordinal);
+    place_gpu(gpu, report, sysfs_root);
     gpu.gdr_supported = driver->gdr_supported(ordinal);
     gpu.dmabuf_supported = driver->dmabuf_supported(ordinal);
+    // Registered where NCCL would send its data: the nearest device, if it
+    // takes GPU memory.
     gpu.device = gpu_device;
+    if (gpu.nearest_device >= 0 &&
+        (report.devices[gpu.nearest_device].ptr_support & NCCL_PTR_CUDA) != 0) {
+      gpu.device = gpu.nearest_device;
+    }
     if (client == nullptr || gpu_device < 0) {
       gpu.registration = "skipped: no weft device registers GPU memory";
       report.gpus.push_back(gpu);
@@ -427,7 +470,7 @@ void check_gpus(NodeReport& report, NetClient* client, const Params& params) {
     }
     {
       const size_t first_line = log_size(report.log);
-      Loopback comms(*client, gpu_device);
+      Loopback comms(*client, gpu.device);
       void* mhandle = nullptr;
       if (!comms.error.empty()) {
         gpu.registration = "no comm to register on: " + comms.error + ": " +
@@ -446,12 +489,20 @@ void check_gpus(NodeReport& report, NetClient* client, const Params& params) {
         add(report, Severity::failure, "gpu",
             "GPU " + std::to_string(ordinal) + ": a " + std::to_string(kProbeBytes >> 20) +
                 " MiB device buffer could not be registered on device " +
-                std::to_string(gpu_device) + ": " + gpu.registration,
+                std::to_string(gpu.device) + ": " + gpu.registration,
             "the plugin's warning names the cause (memlock limit, peer memory module, IOMMU/ACS)");
       }
     }
     driver->free(buffer, &error);
     report.gpus.push_back(gpu);
+  }
+  bool unplaced = false;
+  for (const GpuCheck& gpu : report.gpus) unplaced = unplaced || gpu.nearest_device < 0;
+  if (unplaced && !report.devices.empty()) {
+    add(report, Severity::note, "gpu",
+        "a GPU or every NIC has no place in this node's PCI tree (common on VMs): NCCL cannot "
+        "pair GPUs with their nearest NICs from sysfs",
+        "give NCCL the real layout with NCCL_TOPO_FILE");
   }
 }
 
@@ -536,7 +587,7 @@ NodeReport check_node(const CheckOptions& options) {
   }
   dl_iterate_phdr(note_library, &report);
   check_memlock(report);
-  if (options.gpu) check_gpus(report, client.get(), params);
+  if (options.gpu) check_gpus(report, client.get(), params, options.sysfs_root);
   dl_iterate_phdr(note_library, &report);  // libcuda, once opened
   client.reset();                          // finalizes (v11+) and unloads
   std::lock_guard<std::mutex> lock(log_mutex);

@@ -52,6 +52,13 @@ struct Variable {
 
 struct GpuCheck {
   int ordinal = -1;
+  std::string pci_bus_id;  // "0000:3b:00.0", empty when unknown
+  std::string pci_path;    // its sysfs device path, empty when sysfs has none
+  int numa_node = -1;
+  // The weft device nearest in the PCI tree (-1: no device has a PCI path)
+  // and how it sits relative to the GPU.
+  int nearest_device = -1;
+  std::string nearest_relation;
   bool gdr_supported = false;
   bool dmabuf_supported = false;
   // A device buffer registered through the plugin on device `device`:
@@ -100,6 +107,9 @@ struct NodeReport {
 struct CheckOptions {
   std::string plugin;  // empty: NCCL's search (NCCL_NET_PLUGIN), then the install path
   bool gpu = true;     // register a GPU buffer on each GPU
+  // Where GPUs' PCI devices are looked up (bus/pci/devices/<id>): /sys, or
+  // a recorded tree of another node's shape.
+  std::string sysfs_root = "/sys";
 };
 
 NodeReport check_node(const CheckOptions& options);

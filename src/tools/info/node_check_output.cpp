@@ -21,8 +21,14 @@ std::string or_dash(const std::string& text) {
 
 std::string gpu_line(const GpuCheck& gpu) {
   std::ostringstream out;
-  out << "GPU " << gpu.ordinal << ": GPUDirect RDMA " << (gpu.gdr_supported ? "yes" : "no")
-      << ", dma-buf " << (gpu.dmabuf_supported ? "yes" : "no") << "; registration";
+  out << "GPU " << gpu.ordinal << " (" << or_dash(gpu.pci_bus_id) << ", NUMA node " << gpu.numa_node
+      << "): nearest device ";
+  if (gpu.nearest_device >= 0)
+    out << gpu.nearest_device << ", " << gpu.nearest_relation;
+  else
+    out << "unknown (no PCI path)";
+  out << "\n    GPUDirect RDMA " << (gpu.gdr_supported ? "yes" : "no") << ", dma-buf "
+      << (gpu.dmabuf_supported ? "yes" : "no") << "; registration";
   if (gpu.device >= 0) out << " on device " << gpu.device;
   out << ": " << gpu.registration;
   return out.str();
@@ -178,7 +184,10 @@ std::string node_report_json(const NodeReport& report) {
   json.value("driver_version", report.cuda_driver_version).value("reason", report.cuda_reason);
   json.begin_array("devices");
   for (const GpuCheck& gpu : report.gpus) {
-    json.begin_object().value("ordinal", gpu.ordinal).value("gdr_supported", gpu.gdr_supported);
+    json.begin_object().value("ordinal", gpu.ordinal).value("pci_bus_id", gpu.pci_bus_id);
+    json.value("pci_path", gpu.pci_path).value("numa_node", gpu.numa_node);
+    json.value("nearest_net_device", gpu.nearest_device);
+    json.value("nearest_relation", gpu.nearest_relation).value("gdr_supported", gpu.gdr_supported);
     json.value("dmabuf_supported", gpu.dmabuf_supported).value("net_device", gpu.device);
     json.value("registered", gpu.registered).value("registration", gpu.registration);
     json.end_object();
