@@ -327,9 +327,37 @@ Output (stdout; progress and errors go to stderr):
   -h, --help           this text
   scripts/plot-perf.py turns --json/--csv files into a PNG.
 
-Exit status: 0 success, 1 run-time error or data mismatch, 2 bad command line.
+Health check (a pre-job test of a node pair; docs/node-check.md):
+  --health             judge the run: bandwidth at the largest size against
+                       the device's reported speed, latency at the smallest;
+                       unless given, --test latency,bw --min-bytes 8
+                       --max-bytes 8M --step-factor 1024 --comms 4. The
+                       verdict goes to stderr ("health: PASS" or "health:
+                       FAIL ...") and to the exit status (3: failed)
+  --health-min-fraction F  bandwidth needed, as a fraction of the device's
+                       speed (default 0.7)
+  --health-min-gbps X  bandwidth needed in GB/s instead (devices that report
+                       no speed, or a known expectation)
+  --health-max-latency-us L  fail above this median latency (default: not
+                       judged)
+
+Exit status: 0 success, 1 run-time error or data mismatch, 2 bad command line,
+3 --health failed.
 )";
 }
+
+namespace {
+
+double positive_number(const std::string& option, const std::string& text) {
+  char* end = nullptr;
+  const double value = strtod(text.c_str(), &end);
+  if (end == text.c_str() || *end != '\0' || !(value > 0) || value > 1e12) {
+    throw UsageError(option + " expects a positive number, got '" + text + "'");
+  }
+  return value;
+}
+
+}  // namespace
 
 std::optional<Options> parse_options(int argc, char** argv, const std::string& default_plugin,
                                      EnvLookup env) {
@@ -344,6 +372,9 @@ std::optional<Options> parse_options(int argc, char** argv, const std::string& d
   bool have_min = false;
   bool have_max = false;
   bool have_step = false;
+  bool have_tests = false;
+  bool have_comms = false;
+  bool have_health_threshold = false;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     std::string value;
@@ -396,6 +427,7 @@ std::optional<Options> parse_options(int argc, char** argv, const std::string& d
       o.timeout_s = int_in_range(arg, next(), 1, 86400);
     } else if (arg == "--test") {
       o.tests = parse_tests(next());
+      have_tests = true;
     } else if (arg == "--raw-op") {
       std::string op = next();
       if (op == "tagged") {
@@ -427,6 +459,7 @@ std::optional<Options> parse_options(int argc, char** argv, const std::string& d
       o.dmabuf = true;
     } else if (arg == "--comms") {
       o.comms = int_in_range(arg, next(), 1, 256);
+      have_comms = true;
     } else if (arg == "--idle-comms") {
       o.idle_comms = int_in_range(arg, next(), 0, kMaxIdleComms);
     } else if (arg == "--threads") {
@@ -471,8 +504,37 @@ std::optional<Options> parse_options(int argc, char** argv, const std::string& d
     } else if (arg == "--quiet") {
       no_value();
       o.quiet = true;
+    } else if (arg == "--health") {
+      no_value();
+      o.health = true;
+    } else if (arg == "--health-min-fraction") {
+      o.health_min_fraction = positive_number(arg, next());
+      have_health_threshold = true;
+    } else if (arg == "--health-min-gbps") {
+      o.health_min_gbps = positive_number(arg, next());
+      have_health_threshold = true;
+    } else if (arg == "--health-max-latency-us") {
+      o.health_max_latency_us = positive_number(arg, next());
+      have_health_threshold = true;
     } else {
       throw UsageError("unknown option '" + std::string(argv[i]) + "' (see --help)");
+    }
+  }
+  if (have_health_threshold && !o.health) {
+    throw UsageError(
+        "--health-min-fraction, --health-min-gbps and --health-max-latency-us "
+        "apply to --health");
+  }
+  if (o.health) {
+    // What the check measures unless told otherwise: a small-message
+    // latency and the bandwidth of 8 MiB messages over 4 comms (channels).
+    if (!have_tests) o.tests = parse_tests("latency,bw");
+    if (!have_min) o.min_bytes = 8;
+    if (!have_max) o.max_bytes = size_t{8} << 20;
+    if (!have_step) o.step_factor = 1024;
+    if (!have_comms) o.comms = 4;
+    if (!o.runs(TestKind::latency) && !o.runs(TestKind::bw)) {
+      throw UsageError("--health judges the latency and bw tests; --test has neither");
     }
   }
   if (int(have_local) + int(have_server) + int(have_client) > 1) {

@@ -90,6 +90,14 @@ struct Options {
   OutputFormat format = OutputFormat::table;
   bool quiet = false;
 
+  // --health: the latency at the smallest size and the bandwidth at the
+  // largest judged against thresholds (health.h); the verdict on stderr and
+  // in the exit status. Rank 0 judges.
+  bool health = false;
+  double health_min_fraction = 0.7;  // of the device's reported speed
+  double health_min_gbps = 0;        // GB/s; replaces the fraction when > 0
+  double health_max_latency_us = 0;  // 0: latency reported, not judged
+
   bool raw() const { return !raw_provider.empty(); }
   bool runs(TestKind t) const;
   bool runs_transfers() const;  // any test but reg

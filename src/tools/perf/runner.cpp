@@ -10,6 +10,7 @@
 #include "backend.h"
 #include "core/cuda/cuda_driver.h"
 #include "errors.h"
+#include "health.h"
 #include "message_buffers.h"
 #include "pattern.h"
 #include "progress_watch.h"
@@ -227,7 +228,8 @@ RunResult measure(int rank, Bootstrap& boot, const Options& opts, Backend& backe
   return run;
 }
 
-void run(int rank, Bootstrap& boot, Options& opts) {
+// 0, or kHealthFailedStatus when --health judged the run and it failed.
+int run(int rank, Bootstrap& boot, Options& opts) {
   agree(rank, boot, opts);
   std::unique_ptr<Reporter> reporter;
   if (rank == 0) reporter = make_reporter(opts.format, stdout, opts);
@@ -253,6 +255,11 @@ void run(int rank, Bootstrap& boot, Options& opts) {
   uint32_t bye = 0;
   boot.send_pod(MsgKind::bye, bye);
   boot.recv_pod<uint32_t>(MsgKind::bye);
+  if (rank != 0 || !opts.health) return 0;
+  fflush(stdout);
+  const HealthVerdict verdict = judge_health(runs[0], opts);
+  for (const std::string& line : verdict.lines) fprintf(stderr, "%s\n", line.c_str());
+  return verdict.pass ? 0 : kHealthFailedStatus;
 }
 
 }  // namespace
@@ -289,8 +296,7 @@ void check_config(const WireConfig& c, const std::string& peer) {
 
 int run_rank(int rank, Bootstrap& boot, Options opts, bool print_errors) {
   try {
-    run(rank, boot, opts);
-    return 0;
+    return run(rank, boot, opts);
   } catch (const PeerError& e) {
     if (print_errors) fprintf(stderr, "weft-perf (rank %d): %s\n", rank, e.what());
   } catch (const std::exception& e) {
