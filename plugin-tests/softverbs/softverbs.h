@@ -56,6 +56,8 @@
 //                            name), for "hosts" that share a host name
 //   SOFTVERBS_PCI_PATHS=p0,p1 or SOFTVERBS_PCI_PATH_<i>=p: target of
 //                            <ibdev_path>/device (no such entry when unset)
+//   SOFTVERBS_FORK=disabled  ibv_is_fork_initialized answers DISABLED (or
+//                            enabled: ENABLED; default UNNEEDED)
 //   SOFTVERBS_DMABUF=0       ibv_reg_dmabuf_mr fails with EOPNOTSUPP
 //                            (default 1: fd -1 gives EBADF, as NCCL probes)
 //   SOFTVERBS_ECE=options    Enhanced Connection Establishment: a QP created

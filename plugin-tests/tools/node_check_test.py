@@ -192,6 +192,17 @@ with tempfile.TemporaryDirectory() as registry:
                finding(r, "failure", "gpu", "device buffer could not be registered") and
                not r["gpus"]["devices"][0]["registered"], "", r)
 
+    # rdma-core without fork support (a kernel before 5.13): a warning on
+    # an RDMA device; a kernel that needs none: silence.
+    proc, r = run("softverbs, fork disabled", dict(gpu_env, SOFTVERBS_FORK="disabled"), ["--no-gpu"])
+    if r:
+        expect("softverbs, fork disabled", r["limits"]["fork_safety"] == "disabled" and
+               finding(r, "warning", "limits", "fork() is not safe with registered memory"), "", r)
+    proc, r = run("softverbs, fork unneeded", gpu_env, ["--no-gpu"])
+    if r:
+        expect("softverbs, fork unneeded", r["limits"]["fork_safety"] == "unneeded" and
+               not finding(r, "warning", "limits", "fork()"), "", r)
+
     # --no-gpu skips the GPU entirely.
     proc, r = run("softverbs, --no-gpu", gpu_env, ["--no-gpu"])
     if r:

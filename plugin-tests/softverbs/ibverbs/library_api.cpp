@@ -3,6 +3,9 @@
 
 #include <infiniband/verbs.h>
 
+#include <cstdlib>
+#include <cstring>
+
 #include "ibverbs/api.h"
 #include "model/counters.h"
 #include "softverbs.h"
@@ -13,7 +16,12 @@ SOFTVERBS_API int ibv_fork_init(void) {
   return 0;
 }
 
+// SOFTVERBS_FORK=disabled|enabled pretends an older kernel (no copy of
+// pinned pages on fork); the default is a kernel that needs nothing.
 SOFTVERBS_API ibv_fork_status ibv_is_fork_initialized(void) {
+  const char* mode = std::getenv("SOFTVERBS_FORK");
+  if (mode != nullptr && std::strcmp(mode, "disabled") == 0) return IBV_FORK_DISABLED;
+  if (mode != nullptr && std::strcmp(mode, "enabled") == 0) return IBV_FORK_ENABLED;
   return IBV_FORK_UNNEEDED;
 }
 

@@ -313,6 +313,45 @@ void check_memlock(NodeReport& report) {
       pins_memory(report) ? text : text + " (not used by this node's software provider)", fix);
 }
 
+// Registered memory and fork(): with pages pinned for the NIC, a child that
+// writes to them gets the parent's pages unless the kernel copies them
+// (Linux 5.13+: rdma-core reports "unneeded") or the process called
+// ibv_fork_init (RDMAV_FORK_SAFE=1). PyTorch's DataLoader workers fork.
+void check_fork_safety(NodeReport& report) {
+  std::string path;
+  for (const LoadedLibrary& library : report.libraries) {
+    if (library.role == "libibverbs") path = library.path;
+  }
+  if (path.empty()) return;
+  void* handle = dlopen(path.c_str(), RTLD_LAZY | RTLD_NOLOAD);
+  if (handle == nullptr) return;
+  using ForkStatus = int (*)();
+  auto status = reinterpret_cast<ForkStatus>(dlsym(handle, "ibv_is_fork_initialized"));
+  if (status != nullptr) {
+    switch (status()) {
+      case 0:
+        report.fork_safety = "disabled";
+        break;
+      case 1:
+        report.fork_safety = "enabled";
+        break;
+      case 2:
+        report.fork_safety = "unneeded";
+        break;
+      default:
+        report.fork_safety = "unknown";
+    }
+  }
+  dlclose(handle);
+  if (report.fork_safety == "disabled" && pins_memory(report)) {
+    add(report, Severity::warning, "limits",
+        "fork() is not safe with registered memory here (rdma-core: fork support disabled, and "
+        "the kernel does not copy pinned pages): a child process that touches a registered "
+        "buffer (PyTorch DataLoader workers) can corrupt it or crash",
+        "export RDMAV_FORK_SAFE=1 in the job, or run Linux 5.13 or newer");
+  }
+}
+
 bool reported_variable(const std::string& name) {
   for (const char* prefix : {"NCCL_", "FI_", "RDMAV_", "IBV_", "UCX_"}) {
     if (name.rfind(prefix, 0) == 0) return true;
@@ -587,6 +626,7 @@ NodeReport check_node(const CheckOptions& options) {
   }
   dl_iterate_phdr(note_library, &report);
   check_memlock(report);
+  check_fork_safety(report);
   if (options.gpu) check_gpus(report, client.get(), params, options.sysfs_root);
   dl_iterate_phdr(note_library, &report);  // libcuda, once opened
   client.reset();                          // finalizes (v11+) and unloads

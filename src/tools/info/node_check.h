@@ -84,6 +84,10 @@ struct NodeReport {
   std::vector<LoadedLibrary> libraries;
   // Limits and memory.
   std::vector<Limit> limits;
+  // rdma-core's ibv_is_fork_initialized(): "unneeded" (the kernel keeps
+  // registered pages safe across fork), "enabled", "disabled", or "" when
+  // libibverbs is not loaded.
+  std::string fork_safety;
   long hugepages_total = -1;
   long hugepages_free = -1;
   long hugepage_kib = -1;

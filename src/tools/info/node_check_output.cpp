@@ -93,6 +93,8 @@ std::string node_report_text(const NodeReport& report) {
     out << "  " << limit.name << std::string(11 - std::min<size_t>(10, limit.name.size()), ' ')
         << "soft " << limit.soft << ", hard " << limit.hard << "\n";
   }
+  out << "  fork       " << (report.fork_safety.empty() ? "-" : report.fork_safety)
+      << " (rdma-core's fork support with registered memory)\n";
   out << "  hugepages  " << report.hugepages_total << " of " << report.hugepage_kib << " KiB, "
       << report.hugepages_free << " free; transparent: " << or_dash(report.transparent_hugepages)
       << "\n";
@@ -203,6 +205,7 @@ std::string node_report_json(const NodeReport& report) {
   json.value("hugepages_free", static_cast<int64_t>(report.hugepages_free));
   json.value("hugepage_kib", static_cast<int64_t>(report.hugepage_kib));
   json.value("transparent_hugepages", report.transparent_hugepages);
+  json.value("fork_safety", report.fork_safety);
   json.end_object();
 
   json.begin_array("parameters");
