@@ -45,9 +45,10 @@ std::string node_report_text(const NodeReport& report) {
   if (!report.plugin_path.empty()) {
     out << " ('" << report.plugin_name << "', ncclNetPlugin_v" << report.abi_version << ")";
   }
-  out << "\n  why v" << report.abi_version << "     " << or_dash(report.abi_reason) << "\n";
+  out << "\n  why        " << or_dash(report.abi_reason) << "\n";
   if (!report.weft_version.empty()) out << "  weft-info  " << report.weft_version << "\n";
   out << "  init       " << or_dash(report.init_result) << "\n";
+  if (!report.log.empty()) out << "  what weft logged during the check:\n";
   for (const LogLine& line : report.log) out << "    " << line.level << " " << line.text << "\n";
 
   out << "\nDevices (" << report.devices.size() << ")\n";
