@@ -7,7 +7,9 @@
 # asan, LeakSanitizer checking each rank); then builds libfabric 2.6 from
 # ../shared/vendor (CUDA-enabled, cached) and runs the conformance,
 # functional and cuda suites against it too, where the GPU paths run on
-# softcuda over softefa's FI_HMEM. Used by CI (.ci/run); needs no stdin. Extra arguments go to the 1.17 ctest run only (and skip the 2.6
+# softcuda over softefa's FI_HMEM; then builds the .deb and .rpm, lints the
+# .deb and installs it into a fresh Debian root (scripts/package-test.sh).
+# Used by CI (.ci/run); needs no stdin. Extra arguments go to the 1.17 ctest run only (and skip the 2.6
 # run), e.g. scripts/test.sh -L unit
 set -euo pipefail
 
@@ -124,6 +126,14 @@ if [ "$full_run" -eq 1 ]; then
       --timeout "$timeout_s" -L 'conformance|functional|cuda' -LE 'known-issue|ibv' </dev/null ||
       status=$?
   fi
+fi
+
+if [ "$full_run" -eq 1 ]; then
+  # The .deb (lintian-clean) and .rpm, and the .deb installed with apt in a
+  # fresh bookworm root where the node check and a transfer run
+  # (scripts/package-test.sh, about a minute).
+  echo "==> packages: build, lintian, install into a fresh root (scripts/package-test.sh)"
+  scripts/package-test.sh build </dev/null || status=1
 fi
 
 if [ "$status" -eq 0 ]; then

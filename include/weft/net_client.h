@@ -100,6 +100,11 @@ class NetClient {
   ncclNetCommConfig_v11_t config_{-1};
 };
 
+// `relative` ("../lib/libnccl-net-weft.so") resolved against the directory
+// of the running program, when that file exists; else empty. How the
+// installed tools find the plugin installed beside them.
+std::string file_beside_program(const std::string& relative);
+
 // Versions whose symbol the library exports, newest first.
 std::vector<int> exported_abi_versions(const std::string& path, std::string& error);
 

@@ -11,6 +11,7 @@ WEFT_DEB_PACKAGES=(
   python3-matplotlib  # scripts/plot-perf.py and its test (tools.plot_perf)
   python3-jsonschema  # weft-info --check --json against docs/node-check.schema.json (tools.node_check)
   openmpi-bin  # scripts/weft-nccl-tests under mpirun (tools.launchers)
+  lintian rpm mmdebstrap  # scripts/package-test.sh: the .deb and .rpm, installed in a fresh root
   clang libclang-rt-14-dev  # the fuzz targets (libFuzzer; preset fuzz, docs/fuzzing.md)
   # libfabric 2.6 for the fabric26 preset (scripts/lib/libfabric26.sh): its
   # tarball ships no configure, and verbs/efa need the rdma-core headers

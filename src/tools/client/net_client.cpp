@@ -457,4 +457,15 @@ std::vector<int> exported_abi_versions(const std::string& path, std::string& err
   return versions;
 }
 
+std::string file_beside_program(const std::string& relative) {
+  char exe[4096];
+  const ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+  if (n <= 0) return {};
+  exe[n] = '\0';
+  std::string path(exe);
+  path.resize(path.rfind('/') + 1);
+  path += relative;
+  return access(path.c_str(), R_OK) == 0 ? path : std::string();
+}
+
 }  // namespace weft

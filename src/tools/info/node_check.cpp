@@ -151,8 +151,11 @@ std::unique_ptr<NetClient> load_plugin(NodeReport& report, const CheckOptions& o
         "export NCCL_NET_PLUGIN=weft");
     candidates.push_back("libnccl-net-weft.so");
   }
-#ifdef WEFT_INSTALLED_PLUGIN
-  if (options.plugin.empty()) candidates.push_back(WEFT_INSTALLED_PLUGIN);
+#ifdef WEFT_INSTALLED_PLUGIN_PATH
+  if (options.plugin.empty()) {
+    const std::string beside = file_beside_program(WEFT_INSTALLED_PLUGIN_PATH);
+    if (!beside.empty()) candidates.push_back(beside);
+  }
 #endif
   std::string errors;
   for (const std::string& candidate : candidates) {

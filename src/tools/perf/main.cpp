@@ -12,6 +12,7 @@
 #include "errors.h"
 #include "options.h"
 #include "runner.h"
+#include "weft/net_client.h"
 
 #ifndef WEFT_DEFAULT_PLUGIN_PATH
 #define WEFT_DEFAULT_PLUGIN_PATH ""
@@ -26,15 +27,8 @@ namespace {
 // weft next to this program once installed (bin/../lib), else the one in
 // the build tree it came from, else whatever the loader finds by name.
 std::string default_plugin_path() {
-  char exe[4096];
-  ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-  if (n > 0) {
-    exe[n] = '\0';
-    std::string dir(exe);
-    dir.resize(dir.rfind('/') + 1);
-    std::string installed = dir + WEFT_INSTALLED_PLUGIN_PATH;
-    if (access(installed.c_str(), R_OK) == 0) return installed;
-  }
+  if (std::string installed = file_beside_program(WEFT_INSTALLED_PLUGIN_PATH); !installed.empty())
+    return installed;
   const char* built = WEFT_DEFAULT_PLUGIN_PATH;
   if (built[0] != '\0' && access(built, R_OK) == 0) return built;
   return "libnccl-net-weft.so";
