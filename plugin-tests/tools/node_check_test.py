@@ -145,6 +145,12 @@ if r:
     expect("missing plugin", r["plugin"]["path"] is None and not r["devices"] and
            finding(r, "failure", "plugin", "/nonexistent/libnccl-net-weft.so"), "", r)
 
+# NCCL told to load no plugin.
+proc, r = run("NCCL_NET_PLUGIN=none", dict(tcp, NCCL_NET_PLUGIN="none"), ["--no-gpu"])
+if r:
+    expect("NCCL_NET_PLUGIN=none", proc.returncode == 2 and
+           finding(r, "failure", "nccl", "NCCL_NET_PLUGIN=none: NCCL loads no external plugin"), "", r)
+
 # A parameter out of range.
 proc, r = run("bad parameter", dict(tcp, WEFT_OFI_CQ_SIZE="1"), ["--no-gpu"])
 if r:

@@ -144,6 +144,12 @@ std::unique_ptr<NetClient> load_plugin(NodeReport& report, const CheckOptions& o
       candidates.push_back(name);
       candidates.push_back("libnccl-net-" + name + ".so");
     }
+    if (candidates.empty()) {
+      add(report, Severity::failure, "nccl",
+          std::string("NCCL_NET_PLUGIN=") + names + ": NCCL loads no external plugin",
+          "export NCCL_NET_PLUGIN=weft");
+      return nullptr;
+    }
   } else {
     add(report, Severity::warning, "nccl",
         "NCCL_NET_PLUGIN is not set: NCCL then tries only libnccl-net.so and uses its own "

@@ -1,4 +1,5 @@
 // The node check's report, for people and as JSON (docs/node-check.md).
+#include <cstdio>
 #include <sstream>
 
 #include "node_check.h"
@@ -151,7 +152,10 @@ std::string node_report_json(const NodeReport& report) {
       json.null("pci_path");
     else
       json.value("pci_path", dev.pci_path);
-    json.value("guid", dev.guid).value("ptr_support", pointer_kinds(dev.ptr_support));
+    // A string: 64-bit values lose bits as JSON numbers in many readers.
+    char guid[24];
+    std::snprintf(guid, sizeof(guid), "0x%016llx", static_cast<unsigned long long>(dev.guid));
+    json.value("guid", guid).value("ptr_support", pointer_kinds(dev.ptr_support));
     json.value("reg_is_global", dev.reg_is_global).value("force_flush", dev.force_flush);
     json.value("speed_mbps", dev.speed_mbps).value("port", dev.port);
     json.value("latency_us", static_cast<double>(dev.latency_us));
