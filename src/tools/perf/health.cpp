@@ -6,13 +6,6 @@
 namespace weft::perf {
 namespace {
 
-std::string fact(const Facts& facts, const std::string& key) {
-  for (const auto& [k, v] : facts) {
-    if (k == key) return v;
-  }
-  return {};
-}
-
 std::string number(const char* format, double value) {
   char text[64];
   std::snprintf(text, sizeof(text), format, value);
@@ -32,7 +25,8 @@ HealthVerdict judge_health(const RunResult& run, const Options& opts) {
   }
 
   if (bandwidth != nullptr) {
-    const int speed_mbps = std::atoi(fact(run.facts, "speed_mbps").c_str());
+    const std::string* speed = fact(run.facts, "speed_mbps");
+    const int speed_mbps = speed != nullptr ? std::atoi(speed->c_str()) : 0;
     double needed = 0;
     std::string basis;
     if (opts.health_min_gbps > 0) {
@@ -79,7 +73,7 @@ HealthVerdict judge_health(const RunResult& run, const Options& opts) {
     for (size_t i = 0; i < failed.size(); ++i) last += (i ? ", " : "") + failed[i];
     last += ")";
   }
-  last += " " + fact(run.facts, "device");
+  if (const std::string* device = fact(run.facts, "device")) last += " " + *device;
   verdict.lines.push_back(last);
   return verdict;
 }

@@ -3,7 +3,6 @@
 #include "weft/json_text.h"
 
 namespace weft::perf {
-namespace {
 
 const std::string* fact(const Facts& facts, const char* key) {
   for (const auto& [k, v] : facts) {
@@ -11,6 +10,8 @@ const std::string* fact(const Facts& facts, const char* key) {
   }
   return nullptr;
 }
+
+namespace {
 
 bool same_step(const SizeResult& a, const SizeResult& b) {
   return a.test == b.test && a.size == b.size && a.group == b.group && a.pattern == b.pattern;

@@ -22,6 +22,9 @@ struct RunResult {
   Facts totals;  // known at the end of the run (--mem cuda: flush counts)
 };
 
+// The value of `key` in `facts`, or nullptr.
+const std::string* fact(const Facts& facts, const char* key);
+
 // One line of the comparison: the same test and size on both runs.
 struct Ratio {
   std::string test;
