@@ -49,7 +49,8 @@ class NetClient {
   ~NetClient();  // finalizes if initialized (v11+), then dlclose
 
   int abi_version() const { return version_; }
-  const char* plugin_name() const;  // the struct's name field
+  const char* plugin_name() const;   // the struct's name field
+  std::string library_path() const;  // the file dlopen loaded, symlinks resolved
 
   // init: v6-v10 once per process; v11+ creates a ctx (commId, config with
   // trafficClass -1). `logger` may be nullptr.
@@ -99,6 +100,9 @@ class NetClient {
   // holds on to the pointer. trafficClass -1: undefined.
   ncclNetCommConfig_v11_t config_{-1};
 };
+
+// The file behind a dlopen handle, symlinks resolved; empty when unknown.
+std::string loaded_library_path(void* handle);
 
 // `relative` ("../lib/libnccl-net-weft.so") resolved against the directory
 // of the running program, when that file exists; else empty. How the

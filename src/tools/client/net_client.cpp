@@ -4,6 +4,7 @@
 #include "weft/net_client.h"
 
 #include <dlfcn.h>
+#include <link.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -455,6 +456,20 @@ std::vector<int> exported_abi_versions(const std::string& path, std::string& err
   }
   if (versions.empty()) error = path + " exports no ncclNetPlugin_vN symbol";
   return versions;
+}
+
+std::string loaded_library_path(void* handle) {
+  link_map* map = nullptr;
+  if (handle == nullptr || dlinfo(handle, RTLD_DI_LINKMAP, &map) != 0 || map == nullptr ||
+      map->l_name == nullptr) {
+    return {};
+  }
+  char resolved[PATH_MAX];
+  return realpath(map->l_name, resolved) != nullptr ? resolved : map->l_name;
+}
+
+std::string NetClient::library_path() const {
+  return loaded_library_path(lib_);
 }
 
 std::string file_beside_program(const std::string& relative) {

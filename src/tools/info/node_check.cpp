@@ -5,7 +5,6 @@
 #include <sys/resource.h>
 
 #include <chrono>
-#include <climits>
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
@@ -19,6 +18,7 @@
 #include "core/pci_relation.h"
 #include "core/provider_names.h"
 #include "core/string_split.h"
+#include "core/sysfs.h"
 #include "param_text.h"
 #include "weft/log.h"
 #include "weft/params.h"
@@ -83,14 +83,6 @@ int abi_for_nccl(int code) {
   return 0;
 }
 
-std::string loaded_path(void* handle) {
-  link_map* map = nullptr;
-  if (dlinfo(handle, RTLD_DI_LINKMAP, &map) != 0 || map == nullptr || map->l_name == nullptr)
-    return {};
-  char resolved[PATH_MAX];
-  return realpath(map->l_name, resolved) != nullptr ? resolved : map->l_name;
-}
-
 // Finds libnccl.so.2 as an application linked against it would, and returns
 // the ncclNet version it will ask weft for (0: newest).
 int find_nccl(NodeReport& report) {
@@ -103,7 +95,7 @@ int find_nccl(NodeReport& report) {
         "point LD_LIBRARY_PATH at the NCCL the job uses to check against it");
     return 0;
   }
-  report.nccl_path = loaded_path(nccl);
+  report.nccl_path = loaded_library_path(nccl);
   using GetVersion = int (*)(int*);
   auto get_version = reinterpret_cast<GetVersion>(dlsym(nccl, "ncclGetVersion"));
   int code = 0;
@@ -171,19 +163,8 @@ std::unique_ptr<NetClient> load_plugin(NodeReport& report, const CheckOptions& o
       errors += (errors.empty() ? "" : "; ") + candidate + ": " + error;
       continue;
     }
-    Dl_info info{};
-    const void* table = client->v12() != nullptr   ? static_cast<const void*>(client->v12())
-                        : client->v11() != nullptr ? static_cast<const void*>(client->v11())
-                        : client->v10() != nullptr ? static_cast<const void*>(client->v10())
-                        : client->v9() != nullptr  ? static_cast<const void*>(client->v9())
-                        : client->v8() != nullptr  ? static_cast<const void*>(client->v8())
-                        : client->v7() != nullptr  ? static_cast<const void*>(client->v7())
-                                                   : static_cast<const void*>(client->v6());
-    char resolved[PATH_MAX];
-    if (dladdr(table, &info) != 0 && info.dli_fname != nullptr)
-      report.plugin_path = realpath(info.dli_fname, resolved) ? resolved : info.dli_fname;
-    else
-      report.plugin_path = candidate;
+    report.plugin_path = client->library_path();
+    if (report.plugin_path.empty()) report.plugin_path = candidate;
     report.abi_version = client->abi_version();
     report.plugin_name = client->plugin_name() != nullptr ? client->plugin_name() : "";
     if (report.plugin_name != "weft") {
@@ -234,8 +215,8 @@ int note_library(dl_phdr_info* info, size_t, void* data) {
   if (base.rfind("libefa.so", 0) == 0) role = "libefa";
   if (base.rfind("libcuda.so", 0) == 0 || base.rfind("libsoftcuda", 0) == 0) role = "libcuda";
   if (role.empty()) return 0;
-  char resolved[PATH_MAX];
-  const std::string real = realpath(path.c_str(), resolved) != nullptr ? resolved : path;
+  std::string real = sysfs::realpath_of(path);
+  if (real.empty()) real = path;
   for (const LoadedLibrary& known : report->libraries) {
     if (known.path == real) return 0;
   }
@@ -272,7 +253,6 @@ void read_limits(NodeReport& report) {
   std::ifstream meminfo("/proc/meminfo");
   std::string key;
   long value = 0;
-  std::string unit;
   for (std::string line; std::getline(meminfo, line);) {
     std::istringstream fields(line);
     if (!(fields >> key >> value)) continue;
@@ -308,18 +288,18 @@ bool pins_memory(const NodeReport& report) {
   return !software_only && !report.devices.empty();
 }
 
+// After the devices are known: whether the limit matters depends on them.
 void check_memlock(NodeReport& report) {
   rlimit memlock{};
   if (getrlimit(RLIMIT_MEMLOCK, &memlock) != 0 || memlock.rlim_cur == RLIM_INFINITY) return;
-  const std::string text = "locked memory is limited to " +
-                           std::to_string(memlock.rlim_cur / 1024) +
-                           " KiB (soft): registering NCCL's buffers pins them, and registrations "
-                           "past the limit fail";
-  const std::string fix =
+  const bool pins = pins_memory(report);
+  add(report, pins ? Severity::warning : Severity::note, "limits",
+      "locked memory is limited to " + std::to_string(memlock.rlim_cur / 1024) +
+          " KiB (soft): registering NCCL's buffers pins them, and registrations past the limit "
+          "fail" +
+          (pins ? "" : " (not used by this node's software provider)"),
       "ulimit -l unlimited in the job's launcher, memlock unlimited in "
-      "/etc/security/limits.conf, LimitMEMLOCK=infinity for systemd services";
-  add(report, pins_memory(report) ? Severity::warning : Severity::note, "limits",
-      pins_memory(report) ? text : text + " (not used by this node's software provider)", fix);
+      "/etc/security/limits.conf, LimitMEMLOCK=infinity for systemd services");
 }
 
 // Registered memory and fork(): with pages pinned for the NIC, a child that
@@ -435,10 +415,8 @@ int read_numa_node(const std::string& device_path) {
 // Where the GPU sits in the PCI tree, and the weft device nearest to it.
 void place_gpu(GpuCheck& gpu, const NodeReport& report, const std::string& sysfs_root) {
   if (gpu.pci_bus_id.empty()) return;
-  char resolved[PATH_MAX];
-  const std::string link = sysfs_root + "/bus/pci/devices/" + gpu.pci_bus_id;
-  if (realpath(link.c_str(), resolved) == nullptr) return;
-  gpu.pci_path = resolved;
+  gpu.pci_path = sysfs::realpath_of(sysfs_root + "/bus/pci/devices/" + gpu.pci_bus_id);
+  if (gpu.pci_path.empty()) return;
   gpu.numa_node = read_numa_node(gpu.pci_path);
   PciRelation best;
   for (size_t d = 0; d < report.devices.size(); ++d) {
