@@ -33,6 +33,8 @@ class JsonWriter {
 
  private:
   void item(const char* key);
+  void open(const char* key, char bracket);
+  void close(char bracket);
   std::string out_;
   std::vector<bool> first_;  // per open level: nothing written in it yet
 };

@@ -40,39 +40,39 @@ void JsonWriter::item(const char* key) {
   if (key != nullptr) out_ += json_string(key) + ": ";
 }
 
-JsonWriter& JsonWriter::begin_object(const char* key) {
+void JsonWriter::open(const char* key, char bracket) {
   item(key);
-  out_ += "{";
+  out_ += bracket;
   first_.push_back(true);
+}
+
+void JsonWriter::close(char bracket) {
+  const bool empty = first_.back();
+  first_.pop_back();
+  if (!empty) {
+    out_ += "\n";
+    out_.append(2 * first_.size(), ' ');
+  }
+  out_ += bracket;
+}
+
+JsonWriter& JsonWriter::begin_object(const char* key) {
+  open(key, '{');
   return *this;
 }
 
 JsonWriter& JsonWriter::end_object() {
-  const bool empty = first_.back();
-  first_.pop_back();
-  if (!empty) {
-    out_ += "\n";
-    out_.append(2 * first_.size(), ' ');
-  }
-  out_ += "}";
+  close('}');
   return *this;
 }
 
 JsonWriter& JsonWriter::begin_array(const char* key) {
-  item(key);
-  out_ += "[";
-  first_.push_back(true);
+  open(key, '[');
   return *this;
 }
 
 JsonWriter& JsonWriter::end_array() {
-  const bool empty = first_.back();
-  first_.pop_back();
-  if (!empty) {
-    out_ += "\n";
-    out_.append(2 * first_.size(), ' ');
-  }
-  out_ += "]";
+  close(']');
   return *this;
 }
 
