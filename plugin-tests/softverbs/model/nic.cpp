@@ -490,6 +490,11 @@ void Nic::close_conn(Conn& conn) {
 // work fail after the retry time, like a requester that runs out of retries.
 void Nic::peer_lost(Peer& peer) {
   if (peer.dead.exchange(true)) return;
+  // What the peer wrote before it went is still in our socket: the acks of
+  // requests it executed. A real requester had those acks before the link
+  // went quiet, so read them before closing (the other connection's EOF may
+  // be seen first).
+  if (peer.conn != nullptr && !peer.conn->closed) on_readable(*peer.conn);
   if (peer.conn != nullptr) close_conn(*peer.conn);
   for (auto& qp : all_qps()) {
     if (qp->type == QpType::kSrd) {
