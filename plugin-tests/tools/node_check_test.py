@@ -215,6 +215,21 @@ with tempfile.TemporaryDirectory() as registry:
         expect("softverbs, --no-gpu", not r["gpus"]["devices"] and r["gpus"]["driver"] is None,
                f"gpus {r['gpus']}")
 
+def fake_tree(sysfs, shape):
+    """PCI functions {bus id: (parent path below devices/, NUMA node)} under
+    a fake sysfs root; returns their paths."""
+    paths = {}
+    for bus_id, (parent, node) in shape.items():
+        path = f"{sysfs}/devices/{parent}/{bus_id}"
+        os.makedirs(path)
+        with open(path + "/numa_node", "w") as f:
+            f.write(f"{node}\n")
+        os.makedirs(sysfs + "/bus/pci/devices", exist_ok=True)
+        os.symlink(path, f"{sysfs}/bus/pci/devices/{bus_id}")
+        paths[bus_id] = path
+    return paths
+
+
 # A recorded node shape: two host bridges (NUMA nodes 0 and 1), each with a
 # GPU and a NIC under one root port, the NICs listed in the other order.
 # Each GPU must pair with the NIC beside it, and register there.
@@ -226,15 +241,7 @@ with tempfile.TemporaryDirectory() as root, tempfile.TemporaryDirectory() as reg
         "0000:81:00.0": ("pci0000:80/0000:80:01.0", 1),  # GPU 1
         "0000:82:00.0": ("pci0000:80/0000:80:01.0", 1),  # its NIC, listed first
     }
-    paths = {}
-    for bus_id, (parent, node) in shape.items():
-        path = f"{sysfs}/devices/{parent}/{bus_id}"
-        os.makedirs(path)
-        with open(path + "/numa_node", "w") as f:
-            f.write(f"{node}\n")
-        os.makedirs(sysfs + "/bus/pci/devices", exist_ok=True)
-        os.symlink(path, f"{sysfs}/bus/pci/devices/{bus_id}")
-        paths[bus_id] = path
+    paths = fake_tree(sysfs, shape)
     shape_env = dict(gpu_env, SOFTVERBS_DIR=registry, SOFTVERBS_DEVICES="2", SOFTCUDA_DEVICES="2",
                      SOFTVERBS_PCI_PATHS=paths["0000:82:00.0"] + "," + paths["0000:18:00.0"],
                      SOFTCUDA_PCI_BUS_IDS="0000:17:00.0,0000:81:00.0")
@@ -257,6 +264,26 @@ with tempfile.TemporaryDirectory() as root, tempfile.TemporaryDirectory() as reg
     if r:
         expect("node shape, no sysfs", all(g["nearest_net_device"] == -1 for g in r["gpus"]["devices"]) and
                finding(r, "note", "gpu", "no place in this node's PCI tree"), "", r)
+
+# A VM's flat tree: each GPU and NIC on a host bridge of its own. The check
+# warns that NCCL cannot pair them, unless NCCL_TOPO_FILE gives the layout.
+with tempfile.TemporaryDirectory() as root, tempfile.TemporaryDirectory() as registry:
+    sysfs = root + "/sys"
+    paths = fake_tree(sysfs, {bus_id: (f"pci{bus_id[:4]}:00", -1) for bus_id in
+                              ("0001:00:00.0", "0002:00:00.0", "0101:00:00.0", "0102:00:00.0")})
+    flat_env = dict(gpu_env, SOFTVERBS_DIR=registry, SOFTVERBS_DEVICES="2", SOFTCUDA_DEVICES="2",
+                    SOFTVERBS_PCI_PATHS=paths["0101:00:00.0"] + "," + paths["0102:00:00.0"],
+                    SOFTCUDA_PCI_BUS_IDS="0001:00:00.0,0002:00:00.0")
+    proc, r = run("flat tree", flat_env, ["--sysfs-root", sysfs])
+    if r:
+        expect("flat tree", finding(r, "warning", "gpu", "no GPU shares a host bridge with a weft NIC") and
+               all(g["nearest_relation"].startswith("different host bridges") for g in r["gpus"]["devices"]), "", r)
+    proc, r = run("flat tree, NCCL_TOPO_FILE", dict(flat_env, NCCL_TOPO_FILE="/etc/nccl-topo.xml"),
+                  ["--sysfs-root", sysfs])
+    if r:
+        expect("flat tree, NCCL_TOPO_FILE",
+               finding(r, "note", "gpu", "NCCL_TOPO_FILE=/etc/nccl-topo.xml gives NCCL the layout") and
+               not finding(r, "warning", "gpu", "no GPU shares a host bridge"), "", r)
 
 # Bad usage.
 proc = subprocess.run([weft_info, "--check", "--bogus"], capture_output=True, text=True)

@@ -6,9 +6,6 @@
 #include "core/string_split.h"
 
 namespace weft {
-namespace {
-
-// "pci0000:00", then the bridges, then the device; empty unless a PCI path.
 std::vector<std::string> pci_chain(const std::string& path) {
   const auto devices = path.find("/devices/pci");
   if (devices == std::string::npos) return {};
@@ -23,8 +20,6 @@ std::vector<std::string> pci_chain(const std::string& path) {
   chain.resize(keep);
   return chain.size() >= 2 ? chain : std::vector<std::string>{};
 }
-
-}  // namespace
 
 PciRelation pci_relation(const std::string& a, const std::string& b) {
   PciRelation relation;

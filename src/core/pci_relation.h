@@ -6,6 +6,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 namespace weft {
 
@@ -23,5 +24,10 @@ struct PciRelation {
 };
 
 PciRelation pci_relation(const std::string& a, const std::string& b);
+
+// The PCI chain of a sysfs device path: "pci0000:00", then the bridges'
+// bus ids, then the device's; empty unless the path names a PCI function
+// below a host bridge (a path into the function's own files ends at it).
+std::vector<std::string> pci_chain(const std::string& path);
 
 }  // namespace weft

@@ -7,6 +7,16 @@
 
 namespace weft::sysfs {
 
+std::string read_line(const std::string& path) {
+  std::ifstream in(path);
+  std::string line;
+  std::getline(in, line);
+  while (!line.empty() && (line.back() == ' ' || line.back() == '\r' || line.back() == '\t')) {
+    line.pop_back();
+  }
+  return line;
+}
+
 std::string realpath_of(const std::string& path) {
   char resolved[PATH_MAX];
   if (realpath(path.c_str(), resolved) == nullptr) return {};

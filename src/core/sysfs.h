@@ -8,6 +8,10 @@
 
 namespace weft::sysfs {
 
+// The first line of a sysfs file without trailing blanks (DMI strings carry
+// some), or empty when it cannot be read.
+std::string read_line(const std::string& path);
+
 // Resolved path of a file in /sys, or empty.
 std::string realpath_of(const std::string& path);
 

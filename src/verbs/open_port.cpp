@@ -63,16 +63,9 @@ int lanes(uint8_t active_width) {
   }
 }
 
-std::string read_line(const std::string& path) {
-  std::ifstream in(path);
-  std::string line;
-  std::getline(in, line);
-  return line;
-}
-
 GidType gid_type_from_sysfs(const std::string& ibdev_path, int port, int index) {
-  std::string text = read_line(ibdev_path + "/ports/" + std::to_string(port) + "/gid_attrs/types/" +
-                               std::to_string(index));
+  std::string text = sysfs::read_line(ibdev_path + "/ports/" + std::to_string(port) +
+                                      "/gid_attrs/types/" + std::to_string(index));
   if (text.find("v2") != std::string::npos) return GidType::RoceV2;
   return GidType::RoceV1;
 }

@@ -19,4 +19,9 @@ int print_params_markdown(std::ostream& out);
 // check (node_check.h).
 int run_node_check(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
 
+// --topo [-o FILE] [--shape auto|sysfs|list|NAME] [--sysfs-root DIR]
+// [--cpuinfo FILE] [--plugin PATH]: an NCCL topology file (docs/topology.md);
+// 1 when the file follows a tree that pairs no GPU with a NIC.
+int run_topology(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
+
 }  // namespace weft::info

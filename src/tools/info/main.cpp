@@ -30,6 +30,10 @@ const Command kCommands[] = {
      "check this node: the plugin as NCCL loads it, its devices, GPU registration, "
      "limits, versions, variables; exit 0 ready, 1 warnings, 2 not usable",
      [](const Args& args) { return weft::info::run_node_check(args, std::cout, std::cerr); }},
+    {"--topo", "[-o FILE] [--shape auto|sysfs|list|NAME] [--sysfs-root DIR] [--cpuinfo FILE]",
+     "write an NCCL topology file (NCCL_TOPO_FILE) placing the GPUs and weft's devices: from "
+     "sysfs, or from the instance table where a VM hides which NIC is beside which GPU",
+     [](const Args& args) { return weft::info::run_topology(args, std::cout, std::cerr); }},
     {"--params", "", "print every WEFT_* parameter: type, default, current value, source, doc",
      [](const Args& args) {
        if (int bad = no_options("--params", args)) return bad;

@@ -429,6 +429,7 @@ void place_gpu(GpuCheck& gpu, const NodeReport& report, const std::string& sysfs
   }
   if (gpu.nearest_device >= 0) {
     gpu.nearest_relation = best.describe();
+    gpu.nearest_shares_root = best.same_root;
     const int nic_node = read_numa_node(report.devices[gpu.nearest_device].pci_path);
     if (best.pci && !best.same_root)
       gpu.nearest_relation += nic_node >= 0 && nic_node == gpu.numa_node
@@ -528,8 +529,25 @@ void check_gpus(NodeReport& report, NetClient* client, const Params& params,
     add(report, Severity::note, "gpu",
         "a GPU or every NIC has no place in this node's PCI tree (common on VMs): NCCL cannot "
         "pair GPUs with their nearest NICs from sysfs",
-        "give NCCL the real layout with NCCL_TOPO_FILE");
+        "give NCCL the real layout with NCCL_TOPO_FILE (weft-info --topo, docs/topology.md)");
+    return;
   }
+  // Every GPU and NIC on a host bridge of its own: the flat tree of a VM
+  // that hides its PCI switches.
+  bool shared = false;
+  for (const GpuCheck& gpu : report.gpus) shared = shared || gpu.nearest_shares_root;
+  if (report.gpus.empty() || shared) return;
+  if (const char* topo = std::getenv("NCCL_TOPO_FILE"); topo != nullptr && topo[0] != '\0') {
+    add(report, Severity::note, "gpu",
+        std::string("no GPU shares a host bridge with a weft NIC; NCCL_TOPO_FILE=") + topo +
+            " gives NCCL the layout");
+    return;
+  }
+  add(report, Severity::warning, "gpu",
+      "no GPU shares a host bridge with a weft NIC (a VM that hides its PCI switches?): NCCL "
+      "sees every GPU-NIC pair as crossing the CPU and cannot tell which NIC is beside which GPU",
+      "weft-info --topo -o FILE writes the layout (from the instance table where the VM hides "
+      "it), then export NCCL_TOPO_FILE=FILE (docs/topology.md)");
 }
 
 }  // namespace

@@ -59,6 +59,7 @@ struct GpuCheck {
   // and how it sits relative to the GPU.
   int nearest_device = -1;
   std::string nearest_relation;
+  bool nearest_shares_root = false;  // under the same host bridge as that device
   bool gdr_supported = false;
   bool dmabuf_supported = false;
   // A device buffer registered through the plugin on device `device`:
