@@ -86,6 +86,14 @@
                   "where the provider can; off: host memory only.")                                \
   WEFT_PARAM(cuda_lib, "WEFT_CUDA_LIB", String, "libcuda.so.1", 0, 0,                              \
              "CUDA driver library loaded at run time (soname or path).")                           \
+  WEFT_PARAM_ENUM(topo_file, "WEFT_TOPO_FILE", "auto", "auto|off",                                 \
+                  "NCCL topology file. auto: at init, when NCCL_TOPO_FILE is unset, no GPU "       \
+                  "shares a host bridge with weft's NICs and a row of the instance table "         \
+                  "matches this node (docs/topology.md), write that row's layout to a memory "     \
+                  "file and point NCCL_TOPO_FILE at it (logged at INFO); off: never.")             \
+  WEFT_PARAM(sysfs_root, "WEFT_SYSFS_ROOT", String, "/sys", 0, 0,                                  \
+             "Where the topology file's PCI tree, NUMA nodes and DMI identity are read: the "      \
+             "host's sysfs mounted elsewhere in a container, or a recorded tree.")                 \
   WEFT_PARAM(dmabuf, "WEFT_DMABUF", Bool, "1", 0, 0,                                               \
              "Offer dma-buf registration of GPU memory (NCCL_PTR_DMABUF) where libfabric, the "    \
              "provider and the GPU support it.")                                                   \

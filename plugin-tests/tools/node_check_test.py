@@ -215,15 +215,20 @@ with tempfile.TemporaryDirectory() as registry:
         expect("softverbs, --no-gpu", not r["gpus"]["devices"] and r["gpus"]["driver"] is None,
                f"gpus {r['gpus']}")
 
-def fake_tree(sysfs, shape):
+def fake_tree(sysfs, shape, ids=None):
     """PCI functions {bus id: (parent path below devices/, NUMA node)} under
-    a fake sysfs root; returns their paths."""
+    a fake sysfs root, with {bus id: (class, vendor, device)} where given;
+    returns their paths."""
     paths = {}
     for bus_id, (parent, node) in shape.items():
         path = f"{sysfs}/devices/{parent}/{bus_id}"
         os.makedirs(path)
-        with open(path + "/numa_node", "w") as f:
-            f.write(f"{node}\n")
+        files = {"numa_node": node}
+        if ids and bus_id in ids:
+            files.update(zip(("class", "vendor", "device"), ids[bus_id]))
+        for name, value in files.items():
+            with open(f"{path}/{name}", "w") as f:
+                f.write(f"{value}\n")
         os.makedirs(sysfs + "/bus/pci/devices", exist_ok=True)
         os.symlink(path, f"{sysfs}/bus/pci/devices/{bus_id}")
         paths[bus_id] = path
@@ -284,6 +289,29 @@ with tempfile.TemporaryDirectory() as root, tempfile.TemporaryDirectory() as reg
         expect("flat tree, NCCL_TOPO_FILE",
                finding(r, "note", "gpu", "NCCL_TOPO_FILE=/etc/nccl-topo.xml gives NCCL the layout") and
                not finding(r, "warning", "gpu", "no GPU shares a host bridge"), "", r)
+
+# An NDv4-like VM (DMI, eight A100 and eight ConnectX-6 VFs, each on a host
+# bridge of its own): weft's init points NCCL_TOPO_FILE at the table's
+# layout itself, and the check says so instead of warning.
+with tempfile.TemporaryDirectory() as root, tempfile.TemporaryDirectory() as registry:
+    sysfs = root + "/sys"
+    gpus = [f"{i:04x}:00:00.0" for i in range(1, 9)]
+    nics = [f"{0x100 + i:04x}:00:00.0" for i in range(1, 9)]
+    ids = {b: ("0x030200", "0x10de", "0x20b2") for b in gpus}
+    ids.update({b: ("0x020700", "0x15b3", "0x101c") for b in nics})
+    paths = fake_tree(sysfs, {b: (f"pci{b[:4]}:00", i % 8 // 2) for i, b in enumerate(gpus + nics)}, ids)
+    os.makedirs(sysfs + "/class/dmi/id")
+    with open(sysfs + "/class/dmi/id/sys_vendor", "w") as f:
+        f.write("Microsoft Corporation\n")
+    ndv4_env = dict(gpu_env, SOFTVERBS_DIR=registry, SOFTVERBS_DEVICES="8", SOFTCUDA_DEVICES="8",
+                    SOFTVERBS_PCI_PATHS=",".join(paths[b] for b in nics),
+                    SOFTCUDA_PCI_BUS_IDS=",".join(gpus), WEFT_SYSFS_ROOT=sysfs, WEFT_DEBUG="INFO")
+    proc, r = run("ndv4 VM", ndv4_env, ["--sysfs-root", sysfs])
+    if r:
+        expect("ndv4 VM", finding(r, "note", "gpu", "weft's init points NCCL_TOPO_FILE at the instance table") and
+               not finding(r, "warning", "gpu", "no GPU shares a host bridge") and
+               any("the table azure-ndv4 layout of 8 GPUs and 8 NICs" in line["text"] for line in r["plugin"]["log"]),
+               "", r)
 
 # Bad usage.
 proc = subprocess.run([weft_info, "--check", "--bogus"], capture_output=True, text=True)

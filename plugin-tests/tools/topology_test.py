@@ -155,6 +155,45 @@ def run(sysfs, nic_paths, args=(), registry=None):
     return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
 
 
+# Loads the plugin as NCCL does (ncclNetPlugin_v8: name, then init(logger)),
+# calls init, and prints NCCL_TOPO_FILE as the process sees it afterwards,
+# then the file it names.
+INIT_SCRIPT = r'''
+import ctypes, sys
+lib = ctypes.CDLL(sys.argv[1])
+class Net(ctypes.Structure):
+    _fields_ = [("name", ctypes.c_char_p), ("init", ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p))]
+rc = Net.in_dll(lib, "ncclNetPlugin_v8").init(None)
+if rc != 0:
+    sys.exit(10 + rc)
+libc = ctypes.CDLL(None)
+libc.getenv.restype = ctypes.c_char_p
+value = libc.getenv(b"NCCL_TOPO_FILE")
+print(value.decode() if value else None)
+if value and value.startswith(b"/proc/self/fd/"):
+    sys.stdout.write(open(value.decode()).read())
+'''
+
+
+def plugin_init(sysfs, nic_paths, registry, extra):
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("WEFT_", "NCCL_", "FI_", "SOFTVERBS_", "SOFTCUDA_"))}
+    env.update({"WEFT_TRANSPORT": "verbs", "WEFT_IBVERBS_LIB": softverbs_lib, "WEFT_DEBUG": "INFO",
+                "WEFT_SYSFS_ROOT": sysfs, "SOFTVERBS_DIR": registry,
+                "SOFTVERBS_NODE_ID": "topology-test", "SOFTVERBS_DEVICES": str(len(nic_paths)),
+                "SOFTVERBS_PCI_PATHS": ",".join(f"{sysfs}/devices/{p}" for p in nic_paths)})
+    env.update(extra)
+    return subprocess.run([sys.executable, "-c", INIT_SCRIPT, plugin], env=env, capture_output=True,
+                          text=True, timeout=120)
+
+
+def without_cpu_identity(text):
+    """The file without the CPU model attributes (this machine's /proc/cpuinfo
+    against the recorded one)."""
+    return re.sub(r'(<cpu [^>]*?) arch="[^"]*"( vendor="[^"]*")? familyid="[^"]*" modelid="[^"]*"',
+                  r"\1", text)
+
+
 def expect(name, condition, what):
     if not condition:
         failures.append(f"{name}: {what}")
@@ -280,6 +319,28 @@ with tempfile.TemporaryDirectory() as tmp:
     expect("p4d", proc.returncode == 0 and "placed from table aws-p4d" in proc.stderr,
            f"exit {proc.returncode}, stderr {proc.stderr}")
     golden("aws-p4d", proc)
+
+    # The plugin itself (WEFT_TOPO_FILE=auto): at init on the NDv4 tree it
+    # points NCCL_TOPO_FILE at a memory file holding the same layout; not
+    # when the user set one, not when off, not where sysfs pairs the devices.
+    cases = [("ndv4", tmp + "/ndv4", shuffled, {}, "memfd"),
+             ("ndv4, NCCL_TOPO_FILE set", tmp + "/ndv4", shuffled, {"NCCL_TOPO_FILE": "/etc/t.xml"},
+              "/etc/t.xml"),
+             ("ndv4, WEFT_TOPO_FILE=off", tmp + "/ndv4", shuffled, {"WEFT_TOPO_FILE": "off"}, None),
+             ("bare metal", tmp + "/bare", nics_bare, {}, None)]
+    for name, root, nic_paths, extra, want in cases:
+        proc = plugin_init(root + "/sys", nic_paths, registry, extra)
+        lines = proc.stdout.split("\n", 1)
+        got = lines[0] if proc.returncode == 0 else f"exit {proc.returncode}"
+        if want == "memfd":
+            expect(f"plugin init, {name}", got.startswith("/proc/self/fd/") and
+                   f"NCCL_TOPO_FILE={got}: the table azure-ndv4 layout of 8 GPUs and 8 NICs" in proc.stderr,
+                   f"NCCL_TOPO_FILE {got!r}, stderr {proc.stderr}")
+            golden_text = open(os.path.join(fixtures, "azure-ndv4.xml")).read()
+            expect(f"plugin init, {name}", without_cpu_identity(lines[1]) == without_cpu_identity(golden_text),
+                   f"the memory file differs from azure-ndv4.xml:\n{lines[1]}")
+        else:
+            expect(f"plugin init, {name}", got == str(want), f"NCCL_TOPO_FILE {got!r}, stderr {proc.stderr}")
 
     # Bad usage.
     proc = subprocess.run([weft_info, "--topo", "--bogus"], capture_output=True, text=True)

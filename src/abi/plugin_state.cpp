@@ -3,6 +3,7 @@
 #include <mutex>
 #include <string>
 
+#include "core/topology_offer.h"
 #include "weft/log.h"
 
 namespace weft::abi {
@@ -50,6 +51,12 @@ ncclResult_t acquire_plugin(ncclDebugLogger_t logger) {
   s.references = 1;
   WEFT_INFO(NCCL_INIT, "initialized %s transport with %d device(s)", s.transport->name(),
             s.transport->device_count());
+  std::vector<DeviceProperties> devices(static_cast<size_t>(s.transport->device_count()));
+  for (size_t d = 0; d < devices.size(); ++d) {
+    if (s.transport->properties(static_cast<int>(d), &devices[d]) != ncclSuccess)
+      return ncclSuccess;
+  }
+  offer_nccl_topology(params, devices);
   return ncclSuccess;
 }
 

@@ -299,7 +299,8 @@ Topology build_topology(const TopologyRequest& request) {
 
   Builder builder(request, tree);
   if (shape != nullptr) {
-    topology.source = std::string("table ") + shape->name;
+    topology.shape = shape->name;
+    topology.source = "table " + topology.shape;
     const int groups = shape->gpus / shape->gpus_per_switch;
     const int numa_nodes = numa_node_count(request.sysfs_root);
     for (int g = 0; g < groups; ++g) {

@@ -4,6 +4,7 @@
 #include <link.h>
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdarg>
 #include <cstdio>
@@ -538,9 +539,14 @@ void check_gpus(NodeReport& report, NetClient* client, const Params& params,
   for (const GpuCheck& gpu : report.gpus) shared = shared || gpu.nearest_shares_root;
   if (report.gpus.empty() || shared) return;
   if (const char* topo = std::getenv("NCCL_TOPO_FILE"); topo != nullptr && topo[0] != '\0') {
+    const bool user_set = std::any_of(report.environment.begin(), report.environment.end(),
+                                      [](const Variable& v) { return v.name == "NCCL_TOPO_FILE"; });
     add(report, Severity::note, "gpu",
-        std::string("no GPU shares a host bridge with a weft NIC; NCCL_TOPO_FILE=") + topo +
-            " gives NCCL the layout");
+        user_set ? std::string("no GPU shares a host bridge with a weft NIC; NCCL_TOPO_FILE=") +
+                       topo + " gives NCCL the layout"
+                 : "no GPU shares a host bridge with a weft NIC; weft's init points "
+                   "NCCL_TOPO_FILE at the instance table's layout (WEFT_TOPO_FILE=auto; its INFO "
+                   "line above names the row)");
     return;
   }
   add(report, Severity::warning, "gpu",

@@ -110,7 +110,7 @@ int run_topology(const std::vector<std::string>& args, std::ostream& out, std::o
   if (!output.empty()) err << "use it with: export NCCL_TOPO_FILE=" << output << "\n";
   // A file that follows a tree where nothing pairs: written, but NCCL will
   // still pair blindly.
-  return topology.sysfs_pairs || topology.source != "sysfs" ? 0 : 1;
+  return topology.sysfs_pairs || !topology.shape.empty() ? 0 : 1;
 }
 
 }  // namespace weft::info
