@@ -61,5 +61,34 @@ status=$?
 check "slow pair: status" 1 "$status"
 check "slow pair: named" "# health: slow or failed pairs; suspect node(s): localhost" "$(tail -1 <<<"$out")"
 
+# Two nodes for real: network namespaces joined by a veth pair, mpirun in
+# the first, its daemon started in the second by an rsh agent that enters
+# that namespace (what ssh does on a cluster), weft over tcp on the veth.
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+ns_a=wl-a-$$ ns_b=wl-b-$$ if_a=wla$$ if_b=wlb$$ subnet=10.201.$(($$ % 250))
+if [[ $(id -u) -ne 0 ]] || ! ip netns add "$ns_a" 2>/dev/null; then
+  echo "skip two namespaces: needs root and network namespaces"
+else
+  # shellcheck source=scripts/lib/netns.sh
+  source "$here/../../scripts/lib/netns.sh"
+  trap 'weft_netns_down "$ns_a" "$ns_b" "$if_a"' EXIT
+  if weft_netns_up "$ns_a" "$ns_b" "$if_a" "$if_b" "$subnet.1" "$subnet.2"; then
+    rsh_log=$(mktemp)
+    out=$(WEFT_NETNS_HOSTS="$subnet.1=$ns_a,$subnet.2=$ns_b" WEFT_NETNS_RSH_LOG=$rsh_log WEFT_OFI_DOMAIN=^lo \
+      ip netns exec "$ns_a" "$launcher" --hosts "$subnet.1,$subnet.2" --bench weft-perf --health pairs \
+      --expect-gbps 0.0001 --mpirun-args "--mca plm_rsh_agent $here/netns-rsh.sh --mca oob_tcp_if_include $subnet.0/24" \
+      "${quick[@]}" 2>&1)
+    status=$?
+    check "two namespaces: status" 0 "$status"
+    check "two namespaces: summary" "# health: every pair passed" "$(tail -1 <<<"$out")"
+    grep -qE "^$subnet.1,$subnet.2 +[0-9.]+ GB/s  pass\$" <<<"$out"
+    check "two namespaces: pair line" 0 "$?"
+    check "two namespaces: rank 1 started in the second" "$subnet.2 $ns_b" "$(cat "$rsh_log")"
+    rm -f "$rsh_log"
+  else
+    check "two namespaces: veth pair up" 0 1
+  fi
+fi
+
 [[ $failures -eq 0 ]] && echo "launchers: all cases passed"
 [[ $failures -eq 0 ]] || { echo "$out" | tail -20; exit 1; }
