@@ -102,6 +102,34 @@ if r:
     expect("tcp", {"name": "NCCL_NET_PLUGIN", "value": "weft"} in r["environment"], "NCCL_NET_PLUGIN")
     expect("tcp", any(lib["role"] == "libfabric" and lib["version"] for lib in r["libraries"]),
            f"libfabric's version: {r['libraries']}")
+    # What weft chose and why: the provider named, on every domain but the
+    # one WEFT_OFI_DOMAIN leaves out.
+    cands = r["plugin"]["candidates"]
+    expect("tcp", {"kind": "transport", "name": "ofi", "where": "libfabric", "used": True,
+                   "reason": "WEFT_OFI_PROVIDER names a libfabric provider"} in cands, f"candidates {cands}")
+    expect("tcp", any(c["kind"] == "provider" and c["name"].startswith("tcp") and c["used"] and
+                      c["reason"].startswith("WEFT_OFI_PROVIDER=tcp") for c in cands), f"candidates {cands}")
+
+proc, r = run("tcp, one domain", dict(tcp, WEFT_OFI_DOMAIN="lo"), ["--no-gpu"])
+if r:
+    cands = [c for c in r["plugin"]["candidates"] if c["kind"] == "provider" and c["used"]]
+    expect("tcp, one domain", len(cands) == 1 and cands[0]["where"] == "lo" and
+           "; not on eth0: domain excluded by WEFT_OFI_DOMAIN=lo" in cands[0]["reason"]
+           or not os.path.exists("/sys/class/net/eth0"), f"candidates {r['plugin']['candidates']}")
+
+# auto on a node with software providers only: nothing used, each provider
+# named with the variable that would use it, and the node not usable.
+proc, r = run("auto, software only", {}, ["--no-gpu"])
+if r:
+    cands = r["plugin"]["candidates"]
+    providers = [c for c in cands if c["kind"] == "provider"]
+    expect("auto, software only", proc.returncode == 2 and providers and
+           all(not c["used"] and c["reason"].startswith("a software provider, which auto never takes")
+               for c in providers) and
+           any(c["name"].startswith("tcp") and c["reason"].endswith("WEFT_OFI_PROVIDER=tcp uses it")
+               for c in providers) and
+           any(c["kind"] == "transport" and c["name"] == "verbs" and not c["used"] for c in cands),
+           f"exit {proc.returncode}, candidates {cands}")
 
 # A node with nothing to complain about: limits raised, where this process
 # may raise them (root with CAP_SYS_RESOURCE; not in every container).
@@ -205,6 +233,10 @@ with tempfile.TemporaryDirectory() as registry:
         expect("softverbs, fork disabled", r["limits"]["fork_safety"] == "disabled" and
                finding(r, "warning", "limits", "fork() is not safe with registered memory"), "", r)
     proc, r = run("softverbs, fork unneeded", gpu_env, ["--no-gpu"])
+    if r:
+        expect("softverbs, candidates", r["plugin"]["candidates"] == [
+            {"kind": "transport", "name": "verbs", "where": "rdma-core", "used": True,
+             "reason": "WEFT_TRANSPORT=verbs"}], f"candidates {r['plugin']['candidates']}")
     if r:
         expect("softverbs, fork unneeded", r["limits"]["fork_safety"] == "unneeded" and
                not finding(r, "warning", "limits", "fork()"), "", r)

@@ -71,7 +71,7 @@ TEST_CASE("without rdma-core, devices or a selected port, init says why", "[unav
       {"auto without libibverbs goes on to libfabric",
        {{"WEFT_IBVERBS_LIB", "/nonexistent/libibverbs.so.1"}, {"WEFT_OFI_PROVIDER", ""}},
        ncclSystemError,
-       "auto: native verbs not available (cannot load /nonexistent/libibverbs.so.1"},
+       "candidate transport verbs [rdma-core]: not used: cannot load /nonexistent/libibverbs.so.1"},
   };
   for (const Case& c : cases) {
     INFO(c.name);

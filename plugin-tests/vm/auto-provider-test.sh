@@ -25,9 +25,10 @@ if [[ $rc -ne 0 ]]; then
   exit 1
 fi
 if [[ $expect == efa ]]; then
-  # "auto: 1 EFA device(s): using libfabric", then "NIC 0: softefa0-rdm
+  # "candidate transport verbs [rdma-core]: not used: 1 EFA device(s), which
+  # libfabric drives", then "NIC 0: softefa0-rdm
   # (provider efa, fabric efa-direct, rdma protocol, ...)".
-  if ! grep -qE 'auto: [0-9]+ EFA device\(s\): using libfabric' "$log"; then
+  if ! grep -qE 'candidate transport verbs \[rdma-core\]: not used: [0-9]+ EFA device\(s\), which libfabric drives' "$log"; then
     echo "FAIL: auto mode did not recognise the EFA device and choose libfabric"
     exit 1
   fi
@@ -46,7 +47,7 @@ if [[ $expect == efa ]]; then
   exit 0
 fi
 # weft names its choice, then one line per port: "NIC 0: rxe0 port 1, RoCE, ...".
-if ! grep -q 'using the native verbs transport' "$log"; then
+if ! grep -qE 'candidate transport verbs \[rdma-core\]: used: auto: [0-9]+ InfiniBand/RoCE port' "$log"; then
   echo "FAIL: auto mode did not choose the native verbs transport (no EFA here, an RDMA port is)"
   exit 1
 fi

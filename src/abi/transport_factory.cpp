@@ -12,7 +12,10 @@ namespace weft {
 
 ncclResult_t make_transport(const Params& params, std::unique_ptr<Transport>* out) {
 #ifdef WEFT_HAVE_VERBS
-  if (params.transport == "verbs") return verbs::VerbsTransport::create(params, out);
+  if (params.transport == "verbs") {
+    WEFT_INFO(NCCL_INIT, "candidate transport verbs [rdma-core]: used: WEFT_TRANSPORT=verbs");
+    return verbs::VerbsTransport::create(params, out);
+  }
   // auto: EFA through libfabric first, then native verbs on IB/RoCE ports,
   // then libfabric's other providers. A provider named explicitly means
   // libfabric.
@@ -22,17 +25,29 @@ ncclResult_t make_transport(const Params& params, std::unique_ptr<Transport>* ou
     verbs::DiscoveredPorts ports;
     std::string reason;
     if (!verbs::discover_ports(params, cuda, &ports, &reason)) {
-      WEFT_INFO(NCCL_INIT, "auto: native verbs not available (%s)", reason.c_str());
+      WEFT_INFO(NCCL_INIT, "candidate transport verbs [rdma-core]: not used: %s", reason.c_str());
     } else if (ports.efa_devices > 0) {
-      WEFT_INFO(NCCL_INIT, "auto: %d EFA device(s): using libfabric", ports.efa_devices);
+      WEFT_INFO(NCCL_INIT,
+                "candidate transport verbs [rdma-core]: not used: %d EFA device(s), which "
+                "libfabric drives",
+                ports.efa_devices);
     } else if (!ports.ports.empty()) {
-      WEFT_INFO(NCCL_INIT, "auto: %zu InfiniBand/RoCE port(s): using the native verbs transport",
+      WEFT_INFO(NCCL_INIT,
+                "candidate transport verbs [rdma-core]: used: auto: %zu InfiniBand/RoCE port(s)",
                 ports.ports.size());
       *out = std::make_unique<verbs::VerbsTransport>(params, std::move(ports));
       return ncclSuccess;
+    } else {
+      WEFT_INFO(NCCL_INIT,
+                "candidate transport verbs [rdma-core]: not used: no active InfiniBand/RoCE port");
     }
   }
 #else
+  if (params.transport == "auto") {
+    WEFT_INFO(NCCL_INIT,
+              "candidate transport verbs [rdma-core]: not used: this weft was built without "
+              "rdma-core's headers (libibverbs-dev)");
+  }
   if (params.transport == "verbs") {
     WEFT_WARN(
         "WEFT_TRANSPORT=verbs: this weft was built without rdma-core's headers (libibverbs-dev), "
@@ -40,6 +55,10 @@ ncclResult_t make_transport(const Params& params, std::unique_ptr<Transport>* ou
     return ncclInvalidUsage;
   }
 #endif
+  WEFT_INFO(NCCL_INIT, "candidate transport ofi [libfabric]: used: %s",
+            params.transport == "ofi"      ? "WEFT_TRANSPORT=ofi"
+            : !params.ofi_provider.empty() ? "WEFT_OFI_PROVIDER names a libfabric provider"
+                                           : "auto: no native verbs port");
   return ofi::OfiTransport::create(params, out);
 }
 

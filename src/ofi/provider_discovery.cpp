@@ -20,6 +20,65 @@ namespace {
 
 constexpr uint64_t kMaxMessageBytes = 1ull << 40;  // NCCL's limit for maxP2pBytes
 
+// Every provider libfabric offered and what became of it, one INFO line
+// each ("candidate provider NAME [DOMAINS]: used|not used: REASON"), which
+// weft-info --check reads back. A provider is used when any of its domains
+// is.
+class CandidateLog {
+ public:
+  void use(const std::string& prov, const std::string& domain, const std::string& reason) {
+    Entry& entry = find(prov);
+    if (!listed(entry.used, domain)) entry.used.push_back(domain);
+    entry.used_reason = reason;
+  }
+  void reject(const std::string& prov, const std::string& domain, const std::string& reason) {
+    Entry& entry = find(prov);
+    for (const auto& [d, r] : entry.rejected) {
+      if (d == domain) return;  // the first reason for a domain stands
+    }
+    entry.rejected.emplace_back(domain, reason);
+  }
+  void log() const {
+    for (const Entry& e : entries_) {
+      std::string used_domains, other_domains, reasons;
+      for (const std::string& d : e.used) used_domains += (used_domains.empty() ? "" : ",") + d;
+      for (const auto& [d, r] : e.rejected) {
+        if (listed(e.used, d)) continue;  // another variant on it is used
+        other_domains += (other_domains.empty() ? "" : ",") + d;
+        if (reasons.find(r) == std::string::npos) reasons += (reasons.empty() ? "" : "; ") + r;
+      }
+      // A provider used on some domains and not on others says why not.
+      const bool used = !e.used.empty();
+      const std::string reason = !used ? reasons
+                                 : other_domains.empty()
+                                     ? e.used_reason
+                                     : e.used_reason + "; not on " + other_domains + ": " + reasons;
+      WEFT_INFO(NCCL_INIT, "candidate provider %s [%s]: %s: %s", e.prov.c_str(),
+                (used ? used_domains : other_domains).c_str(), used ? "used" : "not used",
+                reason.c_str());
+    }
+  }
+
+ private:
+  struct Entry {
+    std::string prov;
+    std::vector<std::string> used;
+    std::string used_reason;
+    std::vector<std::pair<std::string, std::string>> rejected;  // domain, reason
+  };
+  static bool listed(const std::vector<std::string>& list, const std::string& domain) {
+    return std::find(list.begin(), list.end(), domain) != list.end();
+  }
+  Entry& find(const std::string& prov) {
+    for (Entry& e : entries_) {
+      if (e.prov == prov) return e;
+    }
+    entries_.push_back(Entry{prov, {}, {}, {}});
+    return entries_.back();
+  }
+  std::vector<Entry> entries_;
+};
+
 }  // namespace
 
 InfoPtr make_hints(const std::string& provider, uint64_t extra_caps, uint64_t extra_mr_mode) {
@@ -195,14 +254,27 @@ ncclResult_t discover_devices(const Params& params, std::vector<DiscoveredDevice
 
   std::set<std::string> names;
   std::set<std::string> skipped_providers;
+  CandidateLog candidates;
   for (fi_info* info = all.get(); info != nullptr; info = info->next) {
     std::string prov = info->fabric_attr->prov_name;
     std::string domain = info->domain_attr->name;
     if (provider.empty() && core_provider(prov) != auto_choice) {
       if (!is_rdma_provider(prov)) skipped_providers.insert(prov);
+      candidates.reject(prov, domain,
+                        is_rdma_provider(prov)
+                            ? "RDMA-class, but auto prefers " + auto_choice +
+                                  " (efa, cxi, opx, psm3, psm2, verbs, usnic in that order); "
+                                  "WEFT_OFI_PROVIDER=" +
+                                  core_provider(prov) + " uses it"
+                            : "a software provider, which auto never takes; "
+                              "WEFT_OFI_PROVIDER=" +
+                                  core_provider(prov) + " uses it");
       continue;
     }
-    if (!domain_selected(params.ofi_domain, domain)) continue;
+    if (!domain_selected(params.ofi_domain, domain)) {
+      candidates.reject(prov, domain, "domain excluded by WEFT_OFI_DOMAIN=" + params.ofi_domain);
+      continue;
+    }
     std::string name = domain;
     bool seen = false;
     for (const auto& device : *devices) {
@@ -214,7 +286,15 @@ ncclResult_t discover_devices(const Params& params, std::vector<DiscoveredDevice
         seen = true;
       }
     }
-    if (seen) continue;
+    if (seen) {
+      candidates.reject(
+          prov, domain,
+          "another variant of " + core_provider(prov) + " on this domain is listed first and used");
+      continue;
+    }
+    candidates.use(prov, domain,
+                   provider.empty() ? "auto: the preferred RDMA-class provider here"
+                                    : "WEFT_OFI_PROVIDER=" + provider);
     if (names.count(name)) name = domain + ":" + core_provider(prov);
     names.insert(name);
     DiscoveredDevice device;
@@ -224,6 +304,7 @@ ncclResult_t discover_devices(const Params& params, std::vector<DiscoveredDevice
     devices->push_back(std::move(device));
   }
 
+  candidates.log();
   if (devices->empty()) {
     std::string seen;
     for (const auto& name : skipped_providers) seen += (seen.empty() ? "" : ", ") + name;

@@ -13,6 +13,7 @@
 #include <fstream>
 #include <memory>
 #include <mutex>
+#include <regex>
 #include <sstream>
 
 #include "core/cuda/cuda_driver.h"
@@ -45,6 +46,18 @@ void capture_log(ncclDebugLogLevel level, unsigned long, const char*, int, const
   if (line.rfind("NET/weft ", 0) == 0) line.erase(0, 9);
   std::lock_guard<std::mutex> lock(log_mutex);
   if (log_sink != nullptr) log_sink->push_back({log_level_name(level), line});
+}
+
+// The transports and providers weft reported considering, from its
+// "candidate KIND NAME [WHERE]: used|not used: REASON" lines.
+void read_candidates(NodeReport& report) {
+  static const std::regex line(
+      R"(^candidate (transport|provider) (\S+) \[([^\]]*)\]: (used|not used): (.*)$)");
+  for (const LogLine& entry : report.log) {
+    std::smatch m;
+    if (entry.level != "INFO" || !std::regex_match(entry.text, m, line)) continue;
+    report.candidates.push_back({m[1], m[2], m[3], m[4] == "used", m[5]});
+  }
 }
 
 // Warnings logged since `from`, one per line, for a finding's text.
@@ -621,6 +634,7 @@ NodeReport check_node(const CheckOptions& options) {
       client.reset();
     }
   }
+  read_candidates(report);
   if (client != nullptr) {
     int count = 0;
     if (client->devices(&count) != ncclSuccess) count = 0;

@@ -32,6 +32,16 @@ struct LogLine {
   std::string text;
 };
 
+// A transport or libfabric provider weft considered at init, from its
+// "candidate ..." log lines: what it chose and why it left the others.
+struct Candidate {
+  std::string kind;   // transport, provider
+  std::string name;   // verbs, ofi; tcp;ofi_rxm, shm, efa, ...
+  std::string where;  // rdma-core, libfabric; a provider's domains
+  bool used = false;
+  std::string reason;
+};
+
 struct LoadedLibrary {
   std::string role;     // libfabric, libibverbs, libcuda
   std::string path;     // as the dynamic loader resolved it
@@ -78,6 +88,7 @@ struct NodeReport {
   std::string plugin_name;
   std::string init_result;  // ncclSuccess, ...
   std::vector<LogLine> log;
+  std::vector<Candidate> candidates;  // in the order weft considered them
   std::vector<NetDeviceInfo> devices;
   // NCCL on the library path.
   std::string nccl_path;     // empty: not found

@@ -49,6 +49,11 @@ std::string node_report_text(const NodeReport& report) {
   out << "\n  why        " << or_dash(report.abi_reason) << "\n";
   if (!report.weft_version.empty()) out << "  weft-info  " << report.weft_version << "\n";
   out << "  init       " << or_dash(report.init_result) << "\n";
+  if (!report.candidates.empty()) out << "  considered:\n";
+  for (const Candidate& c : report.candidates) {
+    out << "    " << (c.used ? "used      " : "not used  ") << c.kind << " " << c.name << " ["
+        << c.where << "]: " << c.reason << "\n";
+  }
   if (!report.log.empty()) out << "  what weft logged during the check:\n";
   for (const LogLine& line : report.log) out << "    " << line.level << " " << line.text << "\n";
 
@@ -142,6 +147,12 @@ std::string node_report_json(const NodeReport& report) {
   json.begin_array("log");
   for (const LogLine& line : report.log) {
     json.begin_object().value("level", line.level).value("text", line.text).end_object();
+  }
+  json.end_array();
+  json.begin_array("candidates");
+  for (const Candidate& c : report.candidates) {
+    json.begin_object().value("kind", c.kind).value("name", c.name).value("where", c.where);
+    json.value("used", c.used).value("reason", c.reason).end_object();
   }
   json.end_array().end_object();
 
