@@ -105,6 +105,9 @@ if r:
     # What weft chose and why: the provider named, on every domain but the
     # one WEFT_OFI_DOMAIN leaves out.
     cands = r["plugin"]["candidates"]
+    # tcp registers nothing real: its region count, stated or not, is no warning.
+    expect("tcp", len(r["limits"]["memory_regions"]) == len(r["devices"]) and
+           not finding(r, "warning", "limits", "memory regions"), f"limits {r['limits']}", r)
     expect("tcp", {"kind": "transport", "name": "ofi", "where": "libfabric", "used": True,
                    "reason": "WEFT_OFI_PROVIDER names a libfabric provider"} in cands, f"candidates {cands}")
     expect("tcp", any(c["kind"] == "provider" and c["name"].startswith("tcp") and c["used"] and
@@ -232,8 +235,18 @@ with tempfile.TemporaryDirectory() as registry:
     if r:
         expect("softverbs, fork disabled", r["limits"]["fork_safety"] == "disabled" and
                finding(r, "warning", "limits", "fork() is not safe with registered memory"), "", r)
+    # A device that allows few memory regions: a warning with the figure.
+    proc, r = run("softverbs, few regions", dict(gpu_env, SOFTVERBS_MAX_MR="4096"), ["--no-gpu"])
+    if r:
+        expect("softverbs, few regions", r["limits"]["memory_regions"][0]["limit"] == 4096 and
+               finding(r, "warning", "limits", "softverbs0 allows 4096 memory regions") and
+               finding(r, "warning", "limits", "enough for about 256 peers per process"), "", r)
     proc, r = run("softverbs, fork unneeded", gpu_env, ["--no-gpu"])
     if r:
+        expect("softverbs, regions", r["limits"]["memory_regions"] == [
+            {"device": "softverbs0", "limit": 1 << 20,
+             "source": "ibv_query_device max_mr, shared by every process on the device"}] and
+            not finding(r, "warning", "limits", "memory regions"), f"limits {r['limits']}", r)
         expect("softverbs, candidates", r["plugin"]["candidates"] == [
             {"kind": "transport", "name": "verbs", "where": "rdma-core", "used": True,
              "reason": "WEFT_TRANSPORT=verbs"}], f"candidates {r['plugin']['candidates']}")

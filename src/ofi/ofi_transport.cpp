@@ -6,6 +6,7 @@
 
 #include "core/connect_resume.h"
 #include "core/cuda/cuda_driver.h"
+#include "core/device_limit_log.h"
 #include "core/hash.h"
 #include "core/line_order_guard.h"
 #include "core/rail_grouping.h"
@@ -134,6 +135,11 @@ ncclResult_t OfiTransport::create(const Params& params, std::unique_ptr<Transpor
               found.info->fabric_attr->name != nullptr ? found.info->fabric_attr->name : "?",
               protocol_name(rail->protocol.protocol), found.properties.speed_mbps,
               found.properties.pci_path.empty() ? "" : ", ", found.properties.pci_path.c_str());
+    log_memory_region_limit(found.properties.name,
+                            found.info->domain_attr->mr_cnt == 0
+                                ? -1
+                                : static_cast<long long>(found.info->domain_attr->mr_cnt),
+                            "libfabric domain mr_cnt; the provider's own buffers count too");
     // Rails of one device must agree on the provider and the protocol.
     candidates.push_back(
         {std::to_string(rail->provider_hash) + "/" + protocol_name(rail->protocol.protocol),

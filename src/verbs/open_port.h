@@ -88,6 +88,7 @@ class OpenPort {
   MrCacheStats cache_stats() const { return cache_->stats(); }
   // Queue pairs, completion queues and memory regions held on the device.
   DeviceLimits& limits() { return limits_; }
+  const DeviceLimits& limits() const { return limits_; }
 
   // Reads the async events queued now, without blocking; several comms may
   // call it at once (one reads, the others return).

@@ -2,11 +2,13 @@
 
 #include <sys/socket.h>
 
+#include <climits>
 #include <cstring>
 
 #include "core/comm_id.h"
 #include "core/connect_resume.h"
 #include "core/cuda/cuda_driver.h"
+#include "core/device_limit_log.h"
 #include "core/flush_method.h"
 #include "core/handle_header.h"
 #include "verbs/gid_select.h"
@@ -44,6 +46,11 @@ VerbsTransport::VerbsTransport(const Params& params, DiscoveredPorts ports)
               opened.gpu_memory() ? "GPU memory" : "host memory only: ",
               opened.gpu_memory() ? (opened.dmabuf() ? " (dma-buf)" : " (peer memory)")
                                   : opened.gpu_off_reason().c_str());
+    log_memory_region_limit(props.name,
+                            opened.limits().limit(DeviceObject::MemoryRegion) == INT_MAX
+                                ? -1
+                                : opened.limits().limit(DeviceObject::MemoryRegion),
+                            "ibv_query_device max_mr, shared by every process on the device");
   }
   // `ports` closes each port's context here; comms reopen them.
 }

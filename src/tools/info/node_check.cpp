@@ -60,6 +60,18 @@ void read_candidates(NodeReport& report) {
   }
 }
 
+// Memory regions each device allows, from weft's "device limit NAME: memory
+// regions N (SOURCE)" lines.
+void read_region_limits(NodeReport& report) {
+  static const std::regex line(R"(^device limit (\S+): memory regions (\d+|not stated) \((.*)\)$)");
+  for (const LogLine& entry : report.log) {
+    std::smatch m;
+    if (entry.level != "INFO" || !std::regex_match(entry.text, m, line)) continue;
+    report.region_limits.push_back(
+        {m[1], m[2] == "not stated" ? -1 : std::stoll(m[2].str()), m[3]});
+  }
+}
+
 // Warnings logged since `from`, one per line, for a finding's text.
 std::string warnings_since(const std::vector<LogLine>& log, size_t from) {
   std::lock_guard<std::mutex> lock(log_mutex);
@@ -314,6 +326,31 @@ void check_memlock(NodeReport& report) {
           (pins ? "" : " (not used by this node's software provider)"),
       "ulimit -l unlimited in the job's launcher, memlock unlimited in "
       "/etc/security/limits.conf, LimitMEMLOCK=infinity for systemd services");
+}
+
+// Memory regions at scale: NCCL registers, per peer a process talks to over
+// the network and per channel, a buffer per direction and protocol, and
+// weft a region of its own per comm. kRegionsPerPeer estimates that at
+// NCCL's default of 2 channels per peer (docs/node-check.md); a device that
+// allows too few fails registrations in large alltoall jobs.
+constexpr long long kRegionsPerPeer = 16;
+constexpr long long kPeersWanted = 1024;
+
+void check_region_limits(NodeReport& report) {
+  if (!pins_memory(report)) return;  // software providers register nothing real
+  for (const RegionLimit& limit : report.region_limits) {
+    if (limit.count < 0 || limit.count >= kRegionsPerPeer * kPeersWanted) continue;
+    add(report, Severity::warning, "limits",
+        limit.device + " allows " + std::to_string(limit.count) + " memory regions (" +
+            limit.source + "): at about " + std::to_string(kRegionsPerPeer) +
+            " per network peer (NCCL's buffers at 2 channels, and weft's own per comm), enough "
+            "for about " +
+            std::to_string(limit.count / kRegionsPerPeer) +
+            " peers per process, fewer than large alltoall jobs reach",
+        "keep WEFT_MR_CACHE=1 (registrations of the same pages shared); fewer channels per "
+        "peer (NCCL_NCHANNELS_PER_NET_PEER); the device's own limit (mlx5: log_max_mkey in "
+        "the firmware profile)");
+  }
 }
 
 // Registered memory and fork(): with pages pinned for the NIC, a child that
@@ -635,6 +672,7 @@ NodeReport check_node(const CheckOptions& options) {
     }
   }
   read_candidates(report);
+  read_region_limits(report);
   if (client != nullptr) {
     int count = 0;
     if (client->devices(&count) != ncclSuccess) count = 0;
@@ -651,6 +689,7 @@ NodeReport check_node(const CheckOptions& options) {
   }
   dl_iterate_phdr(note_library, &report);
   check_memlock(report);
+  check_region_limits(report);
   check_fork_safety(report);
   if (options.gpu) check_gpus(report, client.get(), params, options.sysfs_root);
   dl_iterate_phdr(note_library, &report);  // libcuda, once opened

@@ -48,6 +48,13 @@ struct LoadedLibrary {
   std::string version;  // "1.17", "rdma-core 44", "" when unknown
 };
 
+// How many memory regions a device allows, as weft logged it at init.
+struct RegionLimit {
+  std::string device;
+  long long count = -1;  // -1: the device states none
+  std::string source;    // ibv_query_device max_mr, libfabric mr_cnt
+};
+
 struct Limit {
   std::string name;  // memlock, nofile
   std::string soft;  // a number or "unlimited"
@@ -96,6 +103,7 @@ struct NodeReport {
   std::vector<LoadedLibrary> libraries;
   // Limits and memory.
   std::vector<Limit> limits;
+  std::vector<RegionLimit> region_limits;
   // rdma-core's ibv_is_fork_initialized(): "unneeded" (the kernel keeps
   // registered pages safe across fork), "enabled", "disabled", or "" when
   // libibverbs is not loaded.

@@ -100,6 +100,11 @@ std::string node_report_text(const NodeReport& report) {
     out << "  " << limit.name << std::string(11 - std::min<size_t>(10, limit.name.size()), ' ')
         << "soft " << limit.soft << ", hard " << limit.hard << "\n";
   }
+  for (const RegionLimit& limit : report.region_limits) {
+    out << "  regions    " << limit.device << ": "
+        << (limit.count < 0 ? std::string("not stated") : std::to_string(limit.count)) << " ("
+        << limit.source << ")\n";
+  }
   out << "  fork       " << (report.fork_safety.empty() ? "-" : report.fork_safety)
       << " (rdma-core's fork support with registered memory)\n";
   out << "  hugepages  " << report.hugepages_total << " of " << report.hugepage_kib << " KiB, "
@@ -222,6 +227,16 @@ std::string node_report_json(const NodeReport& report) {
   json.value("hugepage_kib", static_cast<int64_t>(report.hugepage_kib));
   json.value("transparent_hugepages", report.transparent_hugepages);
   json.value("fork_safety", report.fork_safety);
+  json.begin_array("memory_regions");
+  for (const RegionLimit& limit : report.region_limits) {
+    json.begin_object().value("device", limit.device);
+    if (limit.count < 0)
+      json.null("limit");
+    else
+      json.value("limit", static_cast<int64_t>(limit.count));
+    json.value("source", limit.source).end_object();
+  }
+  json.end_array();
   json.end_object();
 
   json.begin_array("parameters");
