@@ -9,8 +9,10 @@ not depend on this machine's.
 
 usage: node_check_test.py WEFT_INFO PLUGIN SCHEMA FAKE_NCCL_DIR SOFTVERBS_LIB SOFTCUDA_DIR
 """
+import difflib
 import json
 import os
+import re
 import resource
 import subprocess
 import sys
@@ -260,6 +262,34 @@ with tempfile.TemporaryDirectory() as registry:
         expect("softverbs, --no-gpu", not r["gpus"]["devices"] and r["gpus"]["driver"] is None,
                f"gpus {r['gpus']}")
 
+def golden_text(text, replace, name):
+    """Compares a text report with fixtures/node-check/NAME once what belongs
+    to this machine is masked: paths, addresses, ports and GID indexes (from
+    this machine's interfaces), libfabric and the
+    system's rdma-core libraries, weft's version, hard limits, the kernel's
+    fork, hugepage and THP settings.
+    WEFT_UPDATE_GOLDEN=1 rewrites the file."""
+    for old, new in list(replace.items()) + [(os.path.dirname(plugin_dir.rstrip("/")), "<build>")]:
+        text = text.replace(old, new)
+    # The libfabric build (1.17 from Debian, or 2.6) and the system's
+    # rdma-core libraries it loads are the machine's, not the report's.
+    rules = [(r"\b\d{1,3}(\.\d{1,3}){3}(:\d+)?", "<addr>"), (r"<addr> \(\w+\)", "<addr> (<if>)"),
+             (r"(?m)^  (libfabric|libefa) .*\n", ""), (r"(?m)^  libibverbs /usr/.*\n", ""),
+             (r"(?m)^  weft-info  .*$", "  weft-info  <version>"), (r"GID index \d+", "GID index <n>"),
+             (r"hard (\d+|unlimited)", "hard <hard>"), (r"(?m)^  fork +\S+", "  fork       <kernel>"),
+             (r"(?m)^  hugepages .*$", "  hugepages  <kernel>")]
+    for pattern, repl in rules:
+        text = re.sub(pattern, repl, text)
+    path = os.path.join(os.path.dirname(os.path.realpath(__file__)), "fixtures", "node-check", name)
+    if os.environ.get("WEFT_UPDATE_GOLDEN") == "1":
+        with open(path, "w") as f:
+            f.write(text)
+        return
+    want = open(path).read()
+    expect(name, text == want, "differs from the golden copy:\n" + "".join(
+        difflib.unified_diff(want.splitlines(True), text.splitlines(True), "golden", "now")))
+
+
 def fake_tree(sysfs, shape, ids=None):
     """PCI functions {bus id: (parent path below devices/, NUMA node)} under
     a fake sysfs root, with {bus id: (class, vendor, device)} where given;
@@ -295,6 +325,10 @@ with tempfile.TemporaryDirectory() as root, tempfile.TemporaryDirectory() as reg
     shape_env = dict(gpu_env, SOFTVERBS_DIR=registry, SOFTVERBS_DEVICES="2", SOFTCUDA_DEVICES="2",
                      SOFTVERBS_PCI_PATHS=paths["0000:82:00.0"] + "," + paths["0000:18:00.0"],
                      SOFTCUDA_PCI_BUS_IDS="0000:17:00.0,0000:81:00.0")
+    # The report as an operator reads it, against a golden copy.
+    proc, _ = run("node shape, text", dict(shape_env, SOFTVERBS_NODE_ID="golden"),
+                  ["--sysfs-root", sysfs], text=True)
+    golden_text(proc.stdout, {sysfs: "<sysfs>", registry: "<registry>"}, "two-socket-softverbs.txt")
     proc, r = run("node shape", shape_env, ["--sysfs-root", sysfs])
     if r:
         nic_of = {d["pci_path"]: i for i, d in enumerate(r["devices"])}
