@@ -135,6 +135,9 @@ if r:
                for c in providers) and
            any(c["kind"] == "transport" and c["name"] == "verbs" and not c["used"] for c in cands),
            f"exit {proc.returncode}, candidates {cands}")
+    # The libraries it loaded are listed although its init failed.
+    expect("auto, software only", any(lib["role"] == "libfabric" and lib["version"] for lib in r["libraries"]),
+           f"libraries {r['libraries']}")
 
 # A node with nothing to complain about: limits raised, where this process
 # may raise them (root with CAP_SYS_RESOURCE; not in every container).

@@ -668,6 +668,7 @@ NodeReport check_node(const CheckOptions& options) {
       add(report, Severity::failure, "plugin",
           std::string("init failed (") + report.init_result + "): " + warnings_since(report.log, 0),
           "the plugin's warning names the cause; weft-info --params shows the settings");
+      dl_iterate_phdr(note_library, &report);  // what it loaded, before it goes
       client.reset();
     }
   }
