@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <fstream>
 
 #include "core/pci_relation.h"
 #include "core/sysfs.h"
@@ -42,10 +41,6 @@ bool PciFunction::is_nvidia_gpu() const {
   return vendor == 0x10de && (class_code >> 16) == 0x03;
 }
 
-bool PciFunction::is_bridge() const {
-  return (class_code >> 8) == 0x0604;
-}
-
 double pci_speed_gts(const std::string& text) {
   char* end = nullptr;
   const double value = std::strtod(text.c_str(), &end);
@@ -69,7 +64,6 @@ PciTree PciTree::read(const std::string& sysfs_root) {
     function.path = sysfs::realpath_of(dir + "/" + name);
     const std::vector<std::string> chain = pci_chain(function.path);
     if (chain.empty() || chain.back() != name) continue;  // not below a host bridge
-    function.host_bridge = chain.front();
     function.bridges.assign(chain.begin() + 1, chain.end() - 1);
     function.class_code = read_hex(function.path + "/class");
     function.vendor = read_hex(function.path + "/vendor");

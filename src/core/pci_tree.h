@@ -13,7 +13,6 @@ namespace weft {
 struct PciFunction {
   std::string bus_id;                // "0000:3b:00.0"
   std::string path;                  // its sysfs device path, symlinks resolved
-  std::string host_bridge;           // "pci0000:00"
   std::vector<std::string> bridges;  // bus ids of the bridges above it, top first
   uint32_t class_code = 0;           // 0x030200
   uint32_t vendor = 0;
@@ -28,7 +27,6 @@ struct PciFunction {
   int numa_node = -1;
 
   bool is_nvidia_gpu() const;  // NVIDIA, display or 3D controller
-  bool is_bridge() const;      // PCI-to-PCI bridge
 };
 
 // PCI link speed in GT/s ("16.0 GT/s PCIe" -> 16), 0 when unreadable.
@@ -40,7 +38,6 @@ class PciTree {
   // gives an empty tree.
   static PciTree read(const std::string& sysfs_root);
 
-  const std::vector<PciFunction>& functions() const { return functions_; }
   const PciFunction* find(const std::string& bus_id) const;
   // The function a sysfs device path (a NIC's pciPath) names, by its bus id.
   const PciFunction* find_path(const std::string& path) const;

@@ -24,11 +24,13 @@ std::string offer_nccl_topology(const Params& params,
                             p.max_comms, p.rail_id, p.plane_id});
   }
   const Topology topology = build_topology(request);
+  // No table row applies: NCCL reads the same tree itself, and nothing is
+  // worth a log line (a tree too large to write does not matter then).
+  if (topology.shape.empty()) return {};
   if (!topology.error.empty()) {
     WEFT_INFO(NCCL_INIT, "no NCCL topology file: %s", topology.error.c_str());
     return {};
   }
-  if (topology.shape.empty()) return {};  // NCCL reads the same tree itself
   // Kept open for the life of the process: NCCL reads the file at every
   // communicator's init.
   const int fd = memfd_create("weft-nccl-topology", MFD_CLOEXEC);
