@@ -53,7 +53,7 @@ std::string offer_nccl_topology(const Params& params,
   WEFT_INFO(NCCL_INIT,
             "NCCL_TOPO_FILE=%s: the %s layout of %d GPUs and %d NICs, which this VM's PCI tree "
             "hides (docs/topology.md; WEFT_TOPO_FILE=off leaves NCCL to sysfs)",
-            path.c_str(), topology.source.c_str(), topology.gpus, topology.nics);
+            path.c_str(), topology.source().c_str(), topology.gpus, topology.nics);
   return path;
 }
 

@@ -300,7 +300,6 @@ Topology build_topology(const TopologyRequest& request) {
   Builder builder(request, tree);
   if (shape != nullptr) {
     topology.shape = shape->name;
-    topology.source = "table " + topology.shape;
     const int groups = shape->gpus / shape->gpus_per_switch;
     const int numa_nodes = numa_node_count(request.sysfs_root);
     for (int g = 0; g < groups; ++g) {
@@ -341,7 +340,6 @@ Topology build_topology(const TopologyRequest& request) {
                                std::to_string(numa) + "):" + members);
     }
   } else {
-    topology.source = "sysfs";
     for (const PciFunction* gpu : gpus) builder.place(*gpu);
     for (const PciFunction* nic : nics) {
       Element& e = builder.place(*nic);
@@ -350,7 +348,7 @@ Topology build_topology(const TopologyRequest& request) {
   }
   for (const TopologyNet* net : loose) Builder::add_net(builder.first_cpu(), *net);
   if (builder.system().children.empty()) builder.cpu(0);  // NCCL wants one CPU at least
-  builder.system().attributes.emplace_back("name", "weft " + topology.source);
+  builder.system().attributes.emplace_back("name", "weft " + topology.source());
 
   topology.error = check(builder.system());
   if (topology.error.empty() && count_nodes(builder.system()) > kMaxNodes) {
@@ -358,7 +356,7 @@ Topology build_topology(const TopologyRequest& request) {
                      " elements; NCCL reads 256 with its own additions";
   }
   if (!topology.error.empty()) return topology;
-  topology.xml = "<!-- NCCL topology written by weft-info (" + topology.source + ") -->\n";
+  topology.xml = "<!-- NCCL topology written by weft-info (" + topology.source() + ") -->\n";
   render(builder.system(), 0, topology.xml);
   return topology;
 }

@@ -48,8 +48,9 @@ struct TopologyRequest {
 struct Topology {
   std::string error;  // not empty: no topology, and why
   std::string xml;
-  std::string source;  // "sysfs" or "table azure-ndv4"
-  std::string shape;   // the table row used; empty: the file follows sysfs
+  std::string shape;  // the table row used; empty: the file follows sysfs
+  // "sysfs" or "table azure-ndv4", for people.
+  std::string source() const { return shape.empty() ? "sysfs" : "table " + shape; }
   // Some GPU shares a host bridge with one of weft's NICs, so NCCL can pair
   // them from sysfs by itself; false on a flat VM tree (and then the file is
   // what makes the pairing right).

@@ -105,7 +105,7 @@ int run_topology(const std::vector<std::string>& args, std::ostream& out, std::o
   }
   err << "weft-info --topo: " << topology.gpus << " NVIDIA GPU(s), " << topology.nics
       << " NIC function(s), " << report.devices.size() << " weft device(s); placed from "
-      << topology.source << "\n";
+      << topology.source() << "\n";
   for (const std::string& note : topology.notes) err << "  " << note << "\n";
   if (!output.empty()) err << "use it with: export NCCL_TOPO_FILE=" << output << "\n";
   // A file that follows a tree where nothing pairs: written, but NCCL will
