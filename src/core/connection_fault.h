@@ -17,8 +17,8 @@ class ConnectionFault {
  public:
   // Returns the connection's result: `result` if this is the first
   // failure, the first one's otherwise.
-  ncclResult_t raise(ncclResult_t result, const std::string& device, const std::string& peer,
-                     const std::string& reason) {
+  [[gnu::cold]] ncclResult_t raise(ncclResult_t result, const std::string& device,
+                                   const std::string& peer, const std::string& reason) {
     int expected = ncclSuccess;
     if (result_.compare_exchange_strong(expected, result, std::memory_order_acq_rel)) {
       WEFT_WARN("%s: connection with %s failed: %s; the connection is unusable", device.c_str(),

@@ -372,7 +372,7 @@ void Endpoint::release_id(uint32_t id) {
   std::vector<int> released;
   std::lock_guard<std::mutex> lock(io_mutex_);
   matcher_->close_id(id, &released);
-  for (int slot : released) post_pool_slot(slot);
+  for (int slot : released) return_pool_slot(slot);
 }
 
 void Endpoint::adopt(std::unique_ptr<Comm> orphan) {

@@ -193,7 +193,7 @@ class Endpoint final : public Poller, public OrphanKeeper {
 
   Endpoint() = default;
   // Logs that `call` failed on this device.
-  ncclResult_t fail(const char* call, int rc) const;
+  [[gnu::cold]] ncclResult_t fail(const char* call, int rc) const;
   ncclResult_t settle_efa_settings();
   ncclResult_t open_flush_target();
   // Writes a few bytes to itself; false when the write or its completions fail.
@@ -221,6 +221,11 @@ class Endpoint final : public Poller, public OrphanKeeper {
   void fit_message_pool(size_t max_send);
   ncclResult_t open_message_pool();
   void post_pool_slot(int slot);
+  // An emptied slot: posted again by poll() once the completion queue is
+  // idle (not on the path of the message that emptied it), or at once when
+  // a quarter of the pool waits.
+  void return_pool_slot(int slot) { unposted_.push_back(slot); }
+  void repost_pool_slots();
   bool is_pool_op(const void* op_context) const;
   void receive_message(const fi_cq_tagged_entry& entry, int slot);
   void pool_error(const fi_cq_err_entry& error, int slot);
@@ -261,7 +266,7 @@ class Endpoint final : public Poller, public OrphanKeeper {
   fid_mr* pool_mr_ = nullptr;
   void* pool_descriptor_ = nullptr;
   std::unique_ptr<OpContext[]> pool_ops_;
-  std::vector<int> unposted_;  // pool slots to post again (the provider said EAGAIN)
+  std::vector<int> unposted_;  // pool slots to post again (return_pool_slot, or EAGAIN)
   std::unique_ptr<MessageMatcher> matcher_;
   // Target of flush reads, registered once; fi_addr of this endpoint.
   uint64_t flush_buffer_[8] = {};

@@ -31,12 +31,7 @@ ncclResult_t Endpoint::poll() {
         });
   }
   if (pooled_) {
-    while (!unposted_.empty()) {
-      int slot = unposted_.back();
-      unposted_.pop_back();
-      post_pool_slot(slot);
-      if (!unposted_.empty() && unposted_.back() == slot) break;  // still EAGAIN
-    }
+    if (unposted_.size() >= kPoolSlots / 4) repost_pool_slots();
     deliver_matched();
   }
   ssize_t count = read_queue(entries, static_cast<size_t>(cq_read_count_));
@@ -47,6 +42,7 @@ ncclResult_t Endpoint::poll() {
   }
   if (count == -FI_EAGAIN) {
     deliver(entries, 0);
+    if (pooled_) repost_pool_slots();
     return ncclSuccess;
   }
   if (count == -FI_EAVAIL) {
@@ -158,6 +154,15 @@ bool Endpoint::is_pool_op(const void* op_context) const {
   return op >= pool_ops_.get() && op < pool_ops_.get() + kPoolSlots;
 }
 
+void Endpoint::repost_pool_slots() {
+  while (!unposted_.empty()) {
+    int slot = unposted_.back();
+    unposted_.pop_back();
+    post_pool_slot(slot);
+    if (!unposted_.empty() && unposted_.back() == slot) break;  // still EAGAIN
+  }
+}
+
 void Endpoint::post_pool_slot(int slot) {
   uint8_t* buffer = pool_.get() + static_cast<size_t>(slot) * pool_slot_size_;
   fi_context2* context = &pool_ops_[slot].provider_context;
@@ -181,14 +186,14 @@ void Endpoint::receive_message(const fi_cq_tagged_entry& entry, int slot) {
     fi_cq_tagged_entry write = entry;
     write.op_context = nullptr;
     dispatch(write);
-    post_pool_slot(slot);
+    return_pool_slot(slot);
     return;
   }
   const bool has_data = (entry.flags & FI_REMOTE_CQ_DATA) != 0;
   if (weft_matching_ && !has_data) {
     WEFT_WARN("%s: dropping a message of %zu bytes that carries no tag (not from weft?)",
               device_name_.c_str(), entry.len);
-    post_pool_slot(slot);
+    return_pool_slot(slot);
     return;
   }
   // A tagged message that is no control message (a hostile or confused
@@ -196,7 +201,7 @@ void Endpoint::receive_message(const fi_cq_tagged_entry& entry, int slot) {
   // the pool: drop it, as a message for a closed id is.
   uint32_t control = 0;
   if (!weft_matching_ && !compact_tag(entry.tag, &control)) {
-    post_pool_slot(slot);
+    return_pool_slot(slot);
     return;
   }
   // Under weft's matching the CQ data is the compact tag, not the sender's.
@@ -204,7 +209,7 @@ void Endpoint::receive_message(const fi_cq_tagged_entry& entry, int slot) {
       weft_matching_
           ? matcher_->arrive(expand_tag(static_cast<uint32_t>(entry.data)), slot, entry.len)
           : matcher_->arrive(entry.tag, slot, entry.len, has_data ? &entry.data : nullptr);
-  if (arrived) post_pool_slot(slot);
+  if (arrived) return_pool_slot(slot);
   deliver_matched();
 }
 
@@ -213,7 +218,7 @@ void Endpoint::pool_error(const fi_cq_err_entry& error, int slot) {
   if (error.err == FI_ECANCELED) return;
   WEFT_WARN("%s: a message receive buffer failed: %s (%zu bytes beyond its %zu)",
             device_name_.c_str(), fi_strerror(error.err), error.olen, pool_slot_size_);
-  post_pool_slot(slot);
+  return_pool_slot(slot);
 }
 
 void Endpoint::deliver_matched() {

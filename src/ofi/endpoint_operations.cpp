@@ -65,7 +65,7 @@ ssize_t Endpoint::receive(void* buffer, size_t size, void* descriptor, uint64_t 
     // Completed by a later poll(), also when a held message matches now.
     int released = -1;
     matcher_->post(tag, buffer, size, context, &released);
-    if (released >= 0) post_pool_slot(released);
+    if (released >= 0) return_pool_slot(released);
     return 0;
   }
   return fi_trecv(ep_.get(), buffer, size, descriptor, FI_ADDR_UNSPEC, tag, 0,

@@ -166,7 +166,7 @@ ncclResult_t RdmaRecvPath::poll_rails() {
 ncclResult_t RdmaRecvPath::irecv(int n, void** data, const size_t* sizes, const int* tags,
                                  void** mhandles, Request** request) {
   *request = nullptr;
-  ncclResult_t result = service();
+  ncclResult_t result = service(Repost::kLater);
   if (result != ncclSuccess) return result;
   for (int i = 0; i < n; ++i) {
     size_t size = sizes == nullptr ? 0 : sizes[i];
@@ -205,18 +205,18 @@ ncclResult_t RdmaRecvPath::irecv(int n, void** data, const size_t* sizes, const 
   }
   req->start(this, n + 1, /*is_send=*/false, n);
   req->set_posted_size(kCtsOp, SIZE_MAX);
-  CtsMessage cts;
-  cts.group_seq = next_group_;
-  cts.first_index = next_index_;
-  cts.slot = static_cast<uint8_t>(s);
-  cts.count = static_cast<uint8_t>(n);
-  cts.rails = static_cast<uint8_t>(rails());
+  // Encoded in place: irecv is on every message's path.
+  uint8_t* cts = unsent_cts(s);
+  const int rail_count = rails();
+  encode_cts_header(cts, next_group_, next_index_, static_cast<uint8_t>(s), static_cast<uint8_t>(n),
+                    static_cast<uint8_t>(rail_count));
   {
     std::lock_guard<std::mutex> lock(state_mutex_);
     Slot& slot = slot_at(s);
     slot.first_index = next_index_;
     slot.group_seq = next_group_;
     slot.count = n;
+    slot.eager_entries = 0;
     for (int i = 0; i < n; ++i) {
       size_t size = sizes == nullptr ? 0 : sizes[i];
       auto* region = static_cast<const MemoryRegion*>(mhandles == nullptr ? nullptr : mhandles[i]);
@@ -226,19 +226,27 @@ ncclResult_t RdmaRecvPath::irecv(int n, void** data, const size_t* sizes, const 
       slot.entries[i].region = size > 0 ? region : nullptr;
       slot.entries[i].tag = tags[i];
       req->set_posted_size(i, size);
-      cts.entries[i].size = size;
-      cts.entries[i].tag = tags[i];
-      for (int r = 0; size > 0 && r < rails(); ++r) {
+      uint64_t address[kMaxRails];
+      uint64_t key[kMaxRails];
+      for (int r = 0; r < rail_count; ++r) {
+        address[r] = 0;
+        key[r] = 0;
+        if (size == 0) continue;
         const MemoryRegion* on_rail = region_on_rail(region, r);
-        cts.entries[i].address[r] = rails_[r]->remote_address(data[i], on_rail->registration());
-        cts.entries[i].key[r] = on_rail->registration().key;
+        address[r] = rails_[r]->remote_address(data[i], on_rail->registration());
+        key[r] = on_rail->registration().key;
       }
+      encode_cts_entry(cts, i, rail_count, size, tags[i], address, key);
     }
     slot.request = req;
   }
-  if (endpoint_.wire_mutation() != WireMutation::kNone) [[unlikely]]
-    mutate_cts(endpoint_.wire_mutation(), &cts);
-  encode_cts(cts, unsent_cts(s));
+  if (endpoint_.wire_mutation() != WireMutation::kNone) [[unlikely]] {
+    CtsMessage message;
+    std::string problem;
+    decode_cts(cts, cts_size(n, rail_count), rail_count, &message, &problem);
+    mutate_cts(endpoint_.wire_mutation(), &message);
+    encode_cts(message, cts);
+  }
   next_index_ += static_cast<uint32_t>(n);
   ++next_group_;
   *request = req;
@@ -252,7 +260,7 @@ ncclResult_t RdmaRecvPath::irecv(int n, void** data, const size_t* sizes, const 
   }
   unsent_[unsent_tail_++ % kRdmaSlots] = static_cast<uint8_t>(s);
   // Eager messages for this group may have arrived before it was posted.
-  result = service();
+  result = service(Repost::kLater);
   if (result != ncclSuccess) return result;
   // Together with those held back before it.
   return resolve_unsent(deferrable ? Unsent::kFilledOnly : Unsent::kAll);
@@ -339,12 +347,9 @@ void RdmaRecvPath::judge_lost_cts() {
 }
 
 bool RdmaRecvPath::filled_eagerly(int s) {
-  std::lock_guard<std::mutex> lock(state_mutex_);
+  // Counted by fill_entry on this thread: no lock on every poll.
   const Slot& slot = slot_at(s);
-  for (int e = 0; e < slot.count; ++e) {
-    if (!slot.entries[e].eager) return false;
-  }
-  return true;
+  return slot.eager_entries == slot.count;
 }
 
 ncclResult_t RdmaRecvPath::resolve_unsent(Unsent which) {
@@ -362,8 +367,14 @@ ncclResult_t RdmaRecvPath::resolve_unsent(Unsent which) {
       ++skipped_groups_;
       skipped_messages_ += count;
     } else {
+      // Half the run the sender allows is skipped and the comm has nothing
+      // else to do: this group's clear-to-send goes now, so that the run
+      // rarely grows long enough for a call that places a message (on
+      // that message's path) to have to send one.
+      const bool idle_turn = which == Unsent::kIdle && (skipped_groups_ >= kRdmaMaxSkipped / 2 ||
+                                                        skipped_messages_ >= skip_limit_ / 2);
       bool stalled = false;
-      if (!filled && which != Unsent::kAll) {
+      if (!filled && which != Unsent::kAll && !idle_turn) {
         if (++head_polls_ % kPollsPerClockRead != 0) return ncclSuccess;
         const auto now = std::chrono::steady_clock::now();
         if (head_polls_ == kPollsPerClockRead) head_since_ = now;
@@ -478,6 +489,7 @@ bool RdmaRecvPath::fill_entry(int index, uint32_t message, int32_t tag, uint64_t
     }
     entry->claimed = true;
     entry->eager = true;
+    ++slot_at(slot_index).eager_entries;
     if (truncated || size > entry->posted) {
       char text[160];
       std::snprintf(text, sizeof(text),
@@ -540,7 +552,7 @@ void RdmaRecvPath::CopyTarget::on_error(uint32_t slot, int error, size_t, const 
   bounce.state.store(kIdle, std::memory_order_release);
 }
 
-ncclResult_t RdmaRecvPath::service() {
+ncclResult_t RdmaRecvPath::service(Repost repost) {
   if (ncclResult_t result = fault_.result(); result != ncclSuccess) return result;
   // Buffers still waiting for a message, or posted again now, and those
   // that had one: none waiting while messages are at hand means the
@@ -551,7 +563,7 @@ ncclResult_t RdmaRecvPath::service() {
     Bounce& bounce = bounces_[i];
     uint8_t state = bounce.state.load(std::memory_order_acquire);
     if (state == kPosted) ++waiting;
-    if (state == kIdle && !closing_) {
+    if (state == kIdle && !closing_ && repost == Repost::kIdle) {
       ncclResult_t result = post_bounce(i);
       if (result != ncclSuccess) return result;
       if (bounce.state.load(std::memory_order_acquire) != kIdle) ++waiting;
@@ -567,25 +579,30 @@ ncclResult_t RdmaRecvPath::service() {
       // A GPU copy keeps the buffer until it completes. An emptied buffer
       // is posted again by the next call, after the caller has its
       // receive: the others stay posted meanwhile.
+      ++placed_;
       uint8_t expected = kArrived;
       bounce.state.compare_exchange_strong(expected, kIdle, std::memory_order_acq_rel);
       if (result != ncclSuccess) return result;
     }
   }
-  if (waiting == 0 && arrived > 0 && !bounces_grown_ && !closing_) grow_bounces();
+  if (repost == Repost::kIdle && waiting == 0 && arrived > 0 && !bounces_grown_ && !closing_)
+    grow_bounces();
   return ncclSuccess;
 }
 
 ncclResult_t RdmaRecvPath::progress() {
   ncclResult_t result = poll_rails();
   if (result != ncclSuccess) return result;
-  result = service();
+  const uint64_t placed_before = placed_;
+  result = service(Repost::kIdle);
   if (result != ncclSuccess) return result;
   if (lost_cts_.load(std::memory_order_acquire) > 0) {
     judge_lost_cts();
     if (ncclResult_t fault = fault_.result(); fault != ncclSuccess) return fault;
   }
-  result = resolve_unsent(endpoint_.weft_matching() ? Unsent::kAll : Unsent::kFilledOnly);
+  result = resolve_unsent(endpoint_.weft_matching()  ? Unsent::kAll
+                          : placed_ == placed_before ? Unsent::kIdle
+                                                     : Unsent::kFilledOnly);
   if (result != ncclSuccess) return result;
   return peer_.check_alive(endpoint_.device_name());
 }

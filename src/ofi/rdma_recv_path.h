@@ -91,12 +91,16 @@ class RdmaRecvPath final : public CompletionOwner,
     uint32_t first_index = 0;
     int count = 0;
     Entry entries[kRdmaMaxEntries];
+    // Entries filled eagerly, for filled_eagerly() without the lock: only
+    // the comm's thread places eager messages and asks.
+    int eager_entries = 0;
     // Its encoded clear-to-send until sent (cts_stride_ bytes), allocated
     // on the slot's first use.
     std::unique_ptr<uint8_t[]> unsent_cts;
   };
   // Walk over the clear-to-sends not sent yet (resolve_unsent).
-  enum class Unsent { kFilledOnly, kAll };
+  // kIdle: as kFilledOnly, from a progress() call that placed nothing.
+  enum class Unsent { kFilledOnly, kIdle, kAll };
   // One state per bounce buffer, so the polling thread and the comm's
   // thread never see it half-changed.
   enum BounceState : uint8_t { kIdle, kPosted, kArrived, kCopying };
@@ -167,7 +171,11 @@ class RdmaRecvPath final : public CompletionOwner,
   ncclResult_t resolve_unsent(Unsent which);
   // Every entry of the slot's group was named by an eager message.
   bool filled_eagerly(int s);
-  ncclResult_t service();
+  // Places the eager messages that arrived. Emptied buffers are posted
+  // again by progress() (kIdle), not by irecv (kLater): that is on the
+  // path of every message.
+  enum class Repost { kIdle, kLater };
+  ncclResult_t service(Repost repost);
   // Lost clear-to-sends, after service() placed what arrived: the
   // connection fails only where the group still needs the sender.
   void judge_lost_cts();
@@ -177,7 +185,7 @@ class RdmaRecvPath final : public CompletionOwner,
   // from `size` bytes at `data` in bounce `bounce`.
   bool fill_entry(int bounce, uint32_t index, int32_t tag, uint64_t size, bool truncated,
                   const uint8_t* data, ncclResult_t* result);
-  void fail(const std::string& problem);
+  [[gnu::cold]] void fail(const std::string& problem);
   // Completes a written entry once every segment (and its size notice, where
   // needed) arrived. Called with state_mutex_ held.
   void complete_if_written(Slot& slot, int entry);
@@ -229,6 +237,7 @@ class RdmaRecvPath final : public CompletionOwner,
   bool eager_sendable_ = true;  // the sender sends messages up to eager_size_ eagerly
   // How long the oldest held-back group has waited for data.
   uint32_t head_polls_ = 0;
+  uint64_t placed_ = 0;  // eager messages placed, to tell an idle progress()
   std::chrono::steady_clock::time_point head_since_{};
   void* cts_region_ = nullptr;
   CopyTarget copy_target_{this};

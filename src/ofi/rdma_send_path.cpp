@@ -263,13 +263,25 @@ ncclResult_t RdmaSendPath::absorb_cts() {
 
 ncclResult_t RdmaSendPath::service() {
   if (fault_.result() != ncclSuccess) return ncclRemoteError;
+  // No clear-to-send buffer changed since the last walk, which left none
+  // to post or to take in: this one would find nothing (every isend asks).
+  const uint32_t events = cts_events_.load(std::memory_order_acquire);
+  if (events == cts_events_seen_ && !cts_unsettled_) return ncclSuccess;
+  cts_events_seen_ = events;
   for (int i = 0; i < kCtsBuffers && !closing_; ++i) {
     if (cts_[i].state.load(std::memory_order_acquire) == kIdle) {
       ncclResult_t result = post_cts_receive(i);
       if (result != ncclSuccess) return result;
     }
   }
-  return absorb_cts();
+  ncclResult_t result = absorb_cts();
+  cts_unsettled_ = false;
+  for (const CtsBuffer& buffer : cts_) {
+    const uint8_t state = buffer.state.load(std::memory_order_acquire);
+    // One held for older groups, or one the provider would not take yet.
+    cts_unsettled_ = cts_unsettled_ || state == kArrived || (state == kIdle && !closing_);
+  }
+  return result;
 }
 
 ncclResult_t RdmaSendPath::progress() {
@@ -542,6 +554,7 @@ void RdmaSendPath::on_complete(uint32_t slot, size_t length, const uint64_t*) {
   }
   cts_[slot].length = length;
   cts_[slot].state.store(kArrived, std::memory_order_release);
+  cts_events_.fetch_add(1, std::memory_order_release);
 }
 
 void RdmaSendPath::on_error(uint32_t slot, int error, size_t, const char* text) {
@@ -559,6 +572,7 @@ void RdmaSendPath::on_error(uint32_t slot, int error, size_t, const char* text) 
     return;
   }
   cts_[slot].state.store(kIdle, std::memory_order_release);
+  cts_events_.fetch_add(1, std::memory_order_release);
   if (error == FI_ECANCELED) return;  // closing
   fail(std::string("a clear-to-send receive failed: ") + fi_strerror(error) + " (" + text + ")");
 }

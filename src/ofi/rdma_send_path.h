@@ -115,7 +115,7 @@ class RdmaSendPath final : public CompletionOwner, public CompletionTarget {
                           size_t posted, Request** request);
   ncclResult_t write_message(Group& group, int entry, void* data, size_t size, void* mhandle,
                              Request** request);
-  void fail(const std::string& problem);
+  [[gnu::cold]] void fail(const std::string& problem);
   // Tells the receiver, best effort, that a write failed: its pending
   // receives fail instead of waiting for data that will not come.
   void send_abort_notice();
@@ -134,7 +134,7 @@ class RdmaSendPath final : public CompletionOwner, public CompletionTarget {
   // comm instead of leaving the send waiting forever (kProbeFailGrace
   // after a failure). Nothing is sent while sends flow.
   void probe_while_waiting();
-  void fail_probe(const std::string& why);
+  [[gnu::cold]] void fail_probe(const std::string& why);
   ncclResult_t poll_rails();
   int index_of(const SendRequest* request) const { return pool_.index_of(request); }
   uint8_t* cts_bytes(int buffer) { return cts_bytes_.data() + buffer * cts_stride_; }
@@ -188,6 +188,12 @@ class RdmaSendPath final : public CompletionOwner, public CompletionTarget {
   // a slot of its receive queue (shm has 1024 per endpoint).
   static constexpr int kCtsBuffers = kRdmaCtsBuffers;
   CtsBuffer cts_[kCtsBuffers];
+  // Bumped by the polling thread after it changes a buffer's state; the
+  // comm's thread walks the buffers only when it moved, or when its last
+  // walk left one unsettled (service()).
+  std::atomic<uint32_t> cts_events_{0};
+  uint32_t cts_events_seen_ = 0;
+  bool cts_unsettled_ = true;
   // Their registered bytes, cts_stride_ each: the largest clear-to-send on
   // this connection's rails (a ninth of kMaxRails' on one rail).
   size_t cts_stride_;

@@ -24,24 +24,36 @@ size_t cts_size(int count, int rails) {
   return kCtsHeaderSize + static_cast<size_t>(count) * cts_entry_size(rails);
 }
 
-void encode_cts(const CtsMessage& cts, uint8_t* out) {
-  std::memset(out, 0, cts_size(cts.count, cts.rails));
+void encode_cts_header(uint8_t* out, uint32_t group_seq, uint32_t first_index, uint8_t slot,
+                       uint8_t count, uint8_t rails) {
   put_le32(out, kCtsMagic);
   out[4] = kRdmaWireVersion;
-  out[5] = cts.count;
-  out[6] = cts.slot;
-  out[7] = cts.rails;
-  put_le32(out + 8, cts.group_seq);
-  put_le32(out + 12, cts.first_index);
+  out[5] = count;
+  out[6] = slot;
+  out[7] = rails;
+  put_le32(out + 8, group_seq);
+  put_le32(out + 12, first_index);
+  put_le32(out + 16, 0);  // skipped (set as it leaves), zero
+}
+
+void encode_cts_entry(uint8_t* out, int index, int rails, uint64_t size, int32_t tag,
+                      const uint64_t* address, const uint64_t* key) {
+  uint8_t* entry = out + kCtsHeaderSize + static_cast<size_t>(index) * cts_entry_size(rails);
+  put_le64(entry, size);
+  put_le32(entry + 8, static_cast<uint32_t>(tag));
+  put_le32(entry + 12, 0);
+  for (int r = 0; r < rails; ++r) {
+    put_le64(entry + 16 + 16 * r, address[r]);
+    put_le64(entry + 24 + 16 * r, key[r]);
+  }
+}
+
+void encode_cts(const CtsMessage& cts, uint8_t* out) {
+  encode_cts_header(out, cts.group_seq, cts.first_index, cts.slot, cts.count, cts.rails);
   put_le16(out + 16, cts.skipped);
   for (int i = 0; i < cts.count; ++i) {
-    uint8_t* entry = out + kCtsHeaderSize + static_cast<size_t>(i) * cts_entry_size(cts.rails);
-    put_le64(entry, cts.entries[i].size);
-    put_le32(entry + 8, static_cast<uint32_t>(cts.entries[i].tag));
-    for (int r = 0; r < cts.rails; ++r) {
-      put_le64(entry + 16 + 16 * r, cts.entries[i].address[r]);
-      put_le64(entry + 24 + 16 * r, cts.entries[i].key[r]);
-    }
+    const CtsEntry& entry = cts.entries[i];
+    encode_cts_entry(out, i, cts.rails, entry.size, entry.tag, entry.address, entry.key);
   }
 }
 

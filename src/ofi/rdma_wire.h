@@ -72,6 +72,13 @@ constexpr size_t kCtsMaxSize = kCtsHeaderSize + kRdmaMaxEntries * cts_entry_size
 size_t cts_size(int count, int rails);
 // Writes cts_size(cts.count, cts.rails) bytes.
 void encode_cts(const CtsMessage& cts, uint8_t* out);
+// The same, written in place part by part (irecv: no CtsMessage to fill
+// first): the header with skipped = 0, then each of the `count` entries,
+// with `rails` addresses and keys.
+void encode_cts_header(uint8_t* out, uint32_t group_seq, uint32_t first_index, uint8_t slot,
+                       uint8_t count, uint8_t rails);
+void encode_cts_entry(uint8_t* out, int index, int rails, uint64_t size, int32_t tag,
+                      const uint64_t* address, const uint64_t* key);
 // Sets the skipped count of an encoded clear-to-send (decided when it leaves).
 void set_cts_skipped(uint8_t* encoded, uint16_t skipped);
 // rails: the connection's rail count, which the message must match. Posted
