@@ -25,6 +25,7 @@
 #include "bootstrap.h"
 #include "errors.h"
 #include "options.h"
+#include "weft/params.h"
 
 namespace weft::perf {
 namespace {
@@ -367,6 +368,13 @@ class RawOfiBackend final : public Backend {
   bool write_mode() const { return opts_.raw_op == RawOp::write; }
   static void* desc(void* mr) { return mr != nullptr ? static_cast<RawMr*>(mr)->desc : nullptr; }
 
+  static size_t plugin_cq_size() {
+    Params params;
+    std::string error;
+    if (!load_params(params, error)) return 0;  // the plugin run reports it
+    return static_cast<size_t>(params.ofi_cq_size);
+  }
+
   void check(const char* what, ssize_t rc) const {
     if (rc != 0) throw PerfError("raw-ofi " + provider_ + ": " + fi_error(what, rc));
   }
@@ -382,7 +390,11 @@ class RawOfiBackend final : public Backend {
     // Writes need no tags, and efa-direct offers no tagged entry format.
     cq_attr.format = write_mode() ? FI_CQ_FORMAT_DATA : FI_CQ_FORMAT_TAGGED;
     cq_attr.wait_obj = FI_WAIT_NONE;
-    cq_attr.size = pool * kRawMaxRecvs;
+    // At least as deep as the plugin's (WEFT_OFI_CQ_SIZE, as weft reads it):
+    // a provider's queue is memory touched for the first time as
+    // completions fill it, which costs the first pass page faults. Runs
+    // compared side by side pay that alike.
+    cq_attr.size = std::max(pool * kRawMaxRecvs, plugin_cq_size());
     fid_cq* cq = nullptr;
     check("fi_cq_open", fi_cq_open(c->domain.get(), &cq_attr, &cq, nullptr));
     c->cq.reset(cq);
