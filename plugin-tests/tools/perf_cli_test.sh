@@ -48,6 +48,40 @@ else
   cat "$tmp/err.txt"; fail "plugin vs raw run failed"
 fi
 
+echo "== --samples: every timed iteration, in order, for both runs"
+if "$PERF" --plugin "$PLUGIN" --test latency --vs-raw "$PROV" "${raw_domain[@]}" --min-bytes 8 \
+    --max-bytes 64 --step-factor 8 --iters 37 --warmup 2 --timeout 60 --quiet --csv \
+    --samples "$tmp/samples.csv" >"$tmp/samples-run.csv" 2>"$tmp/err.txt"; then
+  /usr/bin/python3 - "$tmp/samples.csv" "$tmp/samples-run.csv" <<'PY' || fail "--samples file wrong"
+import csv, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+assert set(rows[0]) == {"run", "size", "iteration", "half_rtt_us"}, rows[0].keys()
+for run in ("plugin", "raw"):
+    for size in ("8", "64"):
+        mine = [r for r in rows if r["run"] == run and r["size"] == size]
+        assert [int(r["iteration"]) for r in mine] == list(range(37)), (run, size)
+assert len(rows) == 4 * 37, len(rows)
+# The report's median and p99 are these samples' (weft-perf's rounding).
+report = [l.split(",") for l in open(sys.argv[2]) if l.startswith(("weft", "raw-ofi"))]
+for line in report:
+    run = "plugin" if line[0].startswith("weft") else "raw"
+    v = sorted(float(r["half_rtt_us"]) for r in rows if r["run"] == run and r["size"] == line[2])
+    at = lambda q: v[min(int(q * (len(v) - 1) + 0.5), len(v) - 1)]
+    assert abs(at(0.5) - float(line[9])) < 0.0015, (line, at(0.5))
+    assert abs(at(0.99) - float(line[11])) < 0.0015, (line, at(0.99))
+assert len(report) == 4, report
+PY
+else
+  cat "$tmp/err.txt"; fail "run with --samples failed"
+fi
+if "$PERF" --plugin "$PLUGIN" --test latency --max-bytes 8 --iters 5 --timeout 60 --quiet \
+    --samples "$tmp/no/such/dir/s.csv" >/dev/null 2>"$tmp/err.txt"; then
+  fail "--samples into a missing directory succeeded"
+else
+  grep -q -- "--samples $tmp/no/such/dir/s.csv: No such file or directory" "$tmp/err.txt" ||
+    { cat "$tmp/err.txt"; fail "--samples error does not name the file and the reason"; }
+fi
+
 echo "== JSON and CSV"
 if "$PERF" --plugin "$PLUGIN" --test latency,bw --vs-raw "$PROV" "${raw_domain[@]}" "${short[@]}" \
     --json >"$tmp/out.json" 2>"$tmp/err.txt"; then

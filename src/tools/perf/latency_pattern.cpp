@@ -5,7 +5,11 @@
 // GPU memory each receive is flushed (iflush) before it counts as done, as
 // NCCL's proxy does before handing the data to the GPU.
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <string>
 #include <vector>
 
 #include "pattern.h"
@@ -49,6 +53,7 @@ class LatencyPattern final : public Pattern {
     r.count = iters;
     r.has_latency = true;
     if (ctx.rank == 0) {
+      if (!ctx.opts.samples_path.empty()) write_samples(ctx.opts.samples_path, ctx.plugin, size);
       std::sort(samples_.begin(), samples_.end());
       auto at = [&](double q) {
         size_t i = static_cast<size_t>(q * static_cast<double>(samples_.size() - 1) + 0.5);
@@ -67,6 +72,21 @@ class LatencyPattern final : public Pattern {
   }
 
  private:
+  // In iteration order, before they are sorted. The first call of the
+  // process starts the file; the raw run of --vs-raw and later sizes append.
+  void write_samples(const std::string& path, bool plugin, size_t size) const {
+    static bool started = false;
+    FILE* out = std::fopen(path.c_str(), started ? "a" : "w");
+    if (out == nullptr) throw PerfError("--samples " + path + ": " + std::strerror(errno));
+    if (!started) std::fputs("run,size,iteration,half_rtt_us\n", out);
+    started = true;
+    const char* run = plugin ? "plugin" : "raw";
+    for (size_t i = 0; i < samples_.size(); ++i) {
+      std::fprintf(out, "%s,%zu,%zu,%.4f\n", run, size, i, samples_[i]);
+    }
+    if (std::fclose(out) != 0) throw PerfError("--samples " + path + ": write failed");
+  }
+
   void ping(PatternContext& ctx, size_t size, size_t slots, int n, bool timed) {
     const bool check = ctx.opts.check;
     const bool gpu = ctx.buffers[0]->gpu();

@@ -324,6 +324,11 @@ Output (stdout; progress and errors go to stderr):
                        a label column per run; comparisons as # comment lines)
   --json               one JSON document instead of the table
   --quiet              no progress lines on stderr
+  --samples FILE       latency: rank 0 also writes every timed iteration's half
+                       round trip to FILE as CSV (run,size,iteration,half_rtt_us;
+                       run is plugin or raw), to see where and when the tail
+                       happens (e.g. a slow iteration every N, or a slow start:
+                       memory the provider touches for the first time)
   -h, --help           this text
   scripts/plot-perf.py turns --json/--csv files into a PNG.
 
@@ -504,6 +509,8 @@ std::optional<Options> parse_options(int argc, char** argv, const std::string& d
     } else if (arg == "--quiet") {
       no_value();
       o.quiet = true;
+    } else if (arg == "--samples") {
+      o.samples_path = next();
     } else if (arg == "--health") {
       no_value();
       o.health = true;

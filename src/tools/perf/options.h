@@ -89,6 +89,7 @@ struct Options {
   // Output.
   OutputFormat format = OutputFormat::table;
   bool quiet = false;
+  std::string samples_path;  // latency: every timed iteration, as CSV (rank 0)
 
   // --health: the latency at the smallest size and the bandwidth at the
   // largest judged against thresholds (health.h); the verdict on stderr and

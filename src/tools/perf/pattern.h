@@ -54,6 +54,7 @@ struct PatternContext {
   int rank;
   const cuda::Driver* cuda = nullptr;  // --mem cuda
   FlushCounters* flushes = nullptr;
+  bool plugin = true;  // the plugin's run, not the raw provider's
 
   int comms() const { return static_cast<int>(buffers.size()); }
   bool gpu() const { return opts.mem == MemType::cuda; }

@@ -161,7 +161,7 @@ RunResult measure(int rank, Bootstrap& boot, const Options& opts, Backend& backe
   ThreadTeam team(opts.threads);
   ProgressWatch watch(&boot, opts.timeout_s, &team.abort_flag());
   FlushCounters flushes;
-  PatternContext ctx{backend, boot, opts, buffers, watch, team, rank, driver, &flushes};
+  PatternContext ctx{backend, boot, opts, buffers, watch, team, rank, driver, &flushes, plugin};
 
   RunResult run;
   run.label = backend.label();
