@@ -434,3 +434,94 @@ TEST_CASE("a send that waits 3.5 s for its receive lands intact", "[inflight]") 
       });
   REQUIRE_RANKS(r);
 }
+
+// The receiver skips the clear-to-sends of groups that eager messages
+// filled; a later clear-to-send speaks for them. Here the sender, idle,
+// finds 30 skipped groups and then 32 clear-to-sends at once when its
+// first large send asks for one: its bookkeeping jumps 30 groups while
+// that send waits, and the group 32 after the first skipped one reuses
+// its place. The send must go to its own receive (weft once wrote it
+// into that later group's buffer and then waited forever).
+TEST_CASE("a large send after a run of eager ones, 32 receives already posted, lands in its own",
+          "[inflight]") {
+  int v = 12;
+  while (v > 6 && !abi_version_selected(v)) --v;
+  INFO("ABI v" << v);
+  constexpr int kEager = 30;
+  constexpr size_t kEagerSize = 4096;
+  constexpr int kLarge = NCCL_NET_MAX_REQUESTS;
+  auto large_size = [](int i) { return (size_t{64} << 10) + static_cast<size_t>(i); };
+
+  auto r = run_two(
+      [&](Rank& rk) {  // receiver
+        auto c = open_plugin(v);
+        void* rc = recv_side_connect(*c, test_device(*c), *rk.peer);
+        {
+          Buffer small(kEagerSize);
+          Mr small_mr(*c, rc, small.data(), small.size());
+          for (int i = 0; i < kEager; ++i) {
+            small.poison();
+            void* req = post_irecv1(*c, rc, small.data(), kEagerSize, 1, small_mr.get());
+            const int got = wait_ok(*c, req, "eager receive #" + std::to_string(i));
+            check_received(small.data(), static_cast<size_t>(got), kEagerSize,
+                           pattern_seed(9400, static_cast<uint64_t>(i)), "eager receive");
+          }
+          std::vector<Buffer> bufs;
+          std::vector<std::unique_ptr<Mr>> mrs;
+          std::vector<Pending> reqs(kLarge);
+          for (int i = 0; i < kLarge; ++i) {
+            bufs.emplace_back(large_size(i));
+            mrs.push_back(std::make_unique<Mr>(*c, rc, bufs.back().data(), bufs.back().size()));
+          }
+          for (int i = 0; i < kLarge; ++i) {
+            bufs[i].poison();
+            reqs[i].req = post_irecv1(*c, rc, bufs[i].data(), bufs[i].size(), 2, mrs[i]->get());
+            reqs[i].what = "large receive #" + std::to_string(i);
+          }
+          rk.peer->send_u64(1);  // all posted: their clear-to-sends are on the way
+          wait_all(*c, reqs);
+          for (int i = 0; i < kLarge; ++i) {
+            check_received(bufs[i], reqs[i].sizes[0], large_size(i), large_size(i),
+                           pattern_seed(9401, static_cast<uint64_t>(i)), reqs[i].what);
+          }
+          mrs.clear();
+          rk.peer->sync("done");
+        }
+        FT_OK(c->close_recv(rc));
+        FT_OK(c->finalize());
+      },
+      [&](Rank& rk) {  // sender
+        auto c = open_plugin(v);
+        void* sc = send_side_connect(*c, test_device(*c), *rk.peer);
+        {
+          Buffer small(kEagerSize);
+          Mr small_mr(*c, sc, small.data(), small.size());
+          for (int i = 0; i < kEager; ++i) {
+            fill_pattern(small.data(), kEagerSize, pattern_seed(9400, static_cast<uint64_t>(i)));
+            void* req = post_isend(*c, sc, small.data(), kEagerSize, 1, small_mr.get());
+            wait_ok(*c, req, "eager send #" + std::to_string(i));
+          }
+          std::vector<Buffer> bufs;
+          std::vector<std::unique_ptr<Mr>> mrs;
+          std::vector<Pending> reqs(kLarge);
+          for (int i = 0; i < kLarge; ++i) {
+            bufs.emplace_back(large_size(i));
+            fill_pattern(bufs.back().data(), large_size(i),
+                         pattern_seed(9401, static_cast<uint64_t>(i)));
+            mrs.push_back(std::make_unique<Mr>(*c, sc, bufs.back().data(), bufs.back().size()));
+          }
+          rk.peer->recv_u64();  // no call into the plugin until every receive is posted
+          for (int i = 0; i < kLarge; ++i) {
+            reqs[i].what = "large send #" + std::to_string(i);
+            reqs[i].req = post_isend(*c, sc, bufs[i].data(), large_size(i), 2, mrs[i]->get(),
+                                     [&] { progress(*c, reqs); });
+          }
+          wait_all(*c, reqs);
+          mrs.clear();
+          rk.peer->sync("done");
+        }
+        FT_OK(c->close_send(sc));
+        FT_OK(c->finalize());
+      });
+  REQUIRE_RANKS(r);
+}

@@ -497,17 +497,21 @@ ncclResult_t RdmaSendPath::post(void* data, size_t size, int tag, void* mhandle,
         endpoint_.device_name().c_str(), size);
     return ncclInvalidArgument;
   }
-  Group& group = groups_[group_seq_ % kRdmaSlots];
-  if (!group.valid || next_index_ - group_first_ >= group.count) {
+  Group* current = &groups_[group_seq_ % kRdmaSlots];
+  if (!current->valid || next_index_ - group_first_ >= current->count) {
     // The clear-to-send may be waiting in the completion queue.
     result = progress();
     if (result != ncclSuccess) return result;
+    // Taken again: a clear-to-send that speaks for skipped groups moves
+    // group_seq_ on, and the place of the old one may hold a newer group.
+    current = &groups_[group_seq_ % kRdmaSlots];
     // The receiver has not posted this message's receive yet: NCCL retries.
-    if (!group.valid || next_index_ - group_first_ >= group.count) {
+    if (!current->valid || next_index_ - group_first_ >= current->count) {
       probe_while_waiting();
       return ncclSuccess;
     }
   }
+  Group& group = *current;
   int entry = claim_entry(group, tag);
   if (entry < 0) {
     fail("the receiver posted no receive with tag " + std::to_string(tag) + " for message #" +
