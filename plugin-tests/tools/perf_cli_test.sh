@@ -75,11 +75,13 @@ else
   cat "$tmp/err.txt"; fail "run with --samples failed"
 fi
 if "$PERF" --plugin "$PLUGIN" --test latency --max-bytes 8 --iters 5 --timeout 60 --quiet \
-    --samples "$tmp/no/such/dir/s.csv" >/dev/null 2>"$tmp/err.txt"; then
+    --samples "$tmp/no/such/dir/s.csv" >"$tmp/out.txt" 2>"$tmp/err.txt"; then
   fail "--samples into a missing directory succeeded"
 else
   grep -q -- "--samples $tmp/no/such/dir/s.csv: No such file or directory" "$tmp/err.txt" ||
     { cat "$tmp/err.txt"; fail "--samples error does not name the file and the reason"; }
+  # Refused before anything is measured or reported.
+  if grep -q "latency" "$tmp/out.txt"; then fail "--samples error came after a measurement"; fi
 fi
 
 echo "== JSON and CSV"

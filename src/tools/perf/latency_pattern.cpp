@@ -72,14 +72,11 @@ class LatencyPattern final : public Pattern {
   }
 
  private:
-  // In iteration order, before they are sorted. The first call of the
-  // process starts the file; the raw run of --vs-raw and later sizes append.
+  // In iteration order, before they are sorted, after what
+  // start_latency_samples wrote: every size of both runs of --vs-raw.
   void write_samples(const std::string& path, bool plugin, size_t size) const {
-    static bool started = false;
-    FILE* out = std::fopen(path.c_str(), started ? "a" : "w");
+    FILE* out = std::fopen(path.c_str(), "a");
     if (out == nullptr) throw PerfError("--samples " + path + ": " + std::strerror(errno));
-    if (!started) std::fputs("run,size,iteration,half_rtt_us\n", out);
-    started = true;
     const char* run = plugin ? "plugin" : "raw";
     for (size_t i = 0; i < samples_.size(); ++i) {
       std::fprintf(out, "%s,%zu,%zu,%.4f\n", run, size, i, samples_[i]);
@@ -161,6 +158,13 @@ class LatencyPattern final : public Pattern {
 
 std::unique_ptr<Pattern> make_latency_pattern() {
   return std::make_unique<LatencyPattern>();
+}
+
+void start_latency_samples(const std::string& path) {
+  FILE* out = std::fopen(path.c_str(), "w");
+  if (out == nullptr) throw PerfError("--samples " + path + ": " + std::strerror(errno));
+  const bool written = std::fputs("run,size,iteration,half_rtt_us\n", out) >= 0;
+  if (std::fclose(out) != 0 || !written) throw PerfError("--samples " + path + ": write failed");
 }
 
 }  // namespace weft::perf

@@ -80,6 +80,9 @@ class Pattern {
 
 std::unique_ptr<Pattern> make_pattern(TestKind kind);
 std::unique_ptr<Pattern> make_latency_pattern();
+// --samples: creates the file with its header (rank 0, before any run), so
+// a path that cannot be written fails before anything is measured.
+void start_latency_samples(const std::string& path);
 std::unique_ptr<Pattern> make_stream_pattern(TestKind kind);  // bw, bibw, rate, grouped
 std::unique_ptr<Pattern> make_reg_pattern();
 

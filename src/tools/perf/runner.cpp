@@ -231,6 +231,7 @@ RunResult measure(int rank, Bootstrap& boot, const Options& opts, Backend& backe
 // 0, or kHealthFailedStatus when --health judged the run and it failed.
 int run(int rank, Bootstrap& boot, Options& opts) {
   agree(rank, boot, opts);
+  if (rank == 0 && !opts.samples_path.empty()) start_latency_samples(opts.samples_path);
   std::unique_ptr<Reporter> reporter;
   if (rank == 0) reporter = make_reporter(opts.format, stdout, opts);
   Reporter* rep = reporter.get();
