@@ -211,6 +211,7 @@ void make_dirs(const std::string& path) {
 
 std::string sysfs_root() {
   if (g_sysfs_pid != getpid()) {
+    forget_registry_dir();  // made again: a test may have removed it since
     std::string dir = registry_dir();
     if (dir.empty()) return "";
     char name[64];
@@ -236,6 +237,7 @@ void write_efa_sysfs(const DeviceInfo& info, const std::string& root, const std:
 // shared by the processes of the registry and never removed, so that
 // SYSFS_PATH stays valid when the library is unloaded and loaded again.
 std::string shared_sysfs_root() {
+  forget_registry_dir();  // made again: a test may have removed it since
   std::string dir = registry_dir();
   if (dir.empty()) return "";
   std::string root = dir + "/sysfs";

@@ -86,6 +86,7 @@ void epoll_set(int epoll_fd, int op, int fd, uint32_t events, void* tag) {
 // ------------------------------------------------------------- lifecycle ---
 std::unique_ptr<Nic> Nic::start() {
   std::unique_ptr<Nic> nic(new Nic());
+  forget_registry_dir();  // made again: a test may have removed it since
   std::string dir = registry_dir();
   if (dir.empty()) return nullptr;
   registry_reclaim();

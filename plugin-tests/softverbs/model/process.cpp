@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <mutex>
 #include <random>
 #include <vector>
@@ -41,15 +42,41 @@ uint64_t process_nonce() {
   return g_nonce;
 }
 
+namespace {
+
+std::mutex g_dir_mu;
+// The last directory known to exist. Never destroyed: the cleanup at exit
+// (lifecycle.cpp) asks for the directory after static destructors ran.
+std::string& dir_made() {
+  static auto* made = new std::string;
+  return *made;
+}
+
+}  // namespace
+
 std::string registry_dir() {
-  std::string dir = env_string("SOFTVERBS_DIR", "/tmp/softverbs-" + std::to_string(getuid()));
-  // mkdir -p: tests point SOFTVERBS_DIR at fresh nested paths.
-  std::string partial;
-  for (const std::string& part : split(dir, '/')) {
-    partial += "/" + part;
-    if (mkdir(partial.c_str(), 0700) != 0 && errno != EEXIST) return "";
+  const char* set = std::getenv("SOFTVERBS_DIR");
+  std::string dir = set != nullptr && *set != '\0' ? std::string(set)
+                                                   : "/tmp/softverbs-" + std::to_string(getuid());
+  // Asked on every queue pair's creation and lookup: no system call once
+  // made (forget_registry_dir() when a file cannot be created in it).
+  std::lock_guard<std::mutex> lock(g_dir_mu);
+  if (dir == dir_made()) return dir;
+  if (mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
+    // mkdir -p: tests point SOFTVERBS_DIR at fresh nested paths.
+    std::string partial;
+    for (const std::string& part : split(dir, '/')) {
+      partial += "/" + part;
+      if (mkdir(partial.c_str(), 0700) != 0 && errno != EEXIST) return "";
+    }
   }
+  dir_made() = dir;
   return dir;
+}
+
+void forget_registry_dir() {
+  std::lock_guard<std::mutex> lock(g_dir_mu);
+  dir_made().clear();
 }
 
 bool pid_alive(pid_t pid) {

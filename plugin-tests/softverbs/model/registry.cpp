@@ -105,6 +105,13 @@ uint32_t registry_create_qp(const std::string& nic_path, const DeviceInfo& devic
     qpn = 0x100 + (qpn - 0x100) % span;
     std::string path = dir + "/qp-" + std::to_string(qpn);
     int fd = open(path.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0644);
+    if (fd < 0 && errno == ENOENT && attempt == 0) {
+      forget_registry_dir();  // removed since: make it again
+      dir = registry_dir();
+      if (dir.empty()) return 0;
+      path = dir + "/qp-" + std::to_string(qpn);
+      fd = open(path.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0644);
+    }
     if (fd < 0) {
       if (errno != EEXIST) return 0;
       RemoteQp other;
