@@ -106,6 +106,33 @@ void enter_rank_netns(int id) {
   ::close(fd);
 }
 
+// WEFT_TEST_RANK_ENV="1:NAME=VALUE,0:NAME=VALUE": variables set in one
+// rank's process only, before it opens the plugin (two processes that
+// differ, such as one without liveness links).
+void set_rank_env(int id) {
+  const char* list = std::getenv("WEFT_TEST_RANK_ENV");
+  if (list == nullptr || *list == '\0') return;
+  std::string entries(list);
+  size_t start = 0;
+  while (start <= entries.size()) {
+    size_t end = entries.find(',', start);
+    if (end == std::string::npos) end = entries.size();
+    std::string entry = entries.substr(start, end - start);
+    start = end + 1;
+    if (entry.empty()) continue;
+    size_t colon = entry.find(':');
+    size_t equals = entry.find('=');
+    if (colon == std::string::npos || equals == std::string::npos || equals < colon ||
+        (entry.substr(0, colon) != "0" && entry.substr(0, colon) != "1")) {
+      throw std::runtime_error("WEFT_TEST_RANK_ENV entry \"" + entry +
+                               "\": give RANK:NAME=VALUE, RANK 0 or 1");
+    }
+    if (std::stoi(entry.substr(0, colon)) != id) continue;
+    ::setenv(entry.substr(colon + 1, equals - colon - 1).c_str(), entry.substr(equals + 1).c_str(),
+             1);
+  }
+}
+
 [[noreturn]] void child_main(int id, const RankBody& body, int chan_fd, int err_fd) {
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
   ::alarm(static_cast<unsigned>(test_timeout_s() + 60));  // backstop if the harness dies
@@ -114,6 +141,7 @@ void enter_rank_netns(int id) {
   int code = 0;
   try {
     enter_rank_netns(id);
+    set_rank_env(id);
     Channel chan(chan_fd);
     Rank r;
     r.id = id;

@@ -1,10 +1,12 @@
 // What a peer names of itself: the liveness identity and hello, packed
-// socket addresses, and the shm region name inside a libfabric address
-// (which weft checks before libfabric maps the file). What decodes is in
-// range and re-encodes unchanged; a region name is never a path.
+// socket addresses, the shm region name inside a libfabric address
+// (which weft checks before libfabric maps the file), and the header of a
+// message on a liveness link. What decodes is in range and re-encodes
+// unchanged; a region name is never a path.
 #include <cstring>
 #include <string>
 
+#include "core/link_messages.h"
 #include "core/peer_links.h"
 #include "core/socket_address.h"
 #include "fuzz_util.h"
@@ -18,7 +20,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   ++data;
   --size;
   std::string error;
-  switch (selector % 4) {
+  switch (selector % 5) {
     case 0: {
       PeerIdentity identity;
       if (!PeerIdentity::unpack(data, size, &identity, &error)) return 0;
@@ -48,6 +50,19 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       SocketAddress again;
       FUZZ_CHECK(SocketAddress::unpack(bytes, sizeof(bytes), &again, &error));
       FUZZ_CHECK(again.text() == address.text());
+      break;
+    }
+    case 4: {
+      if (size < kLinkFrameHeaderSize) return 0;
+      LinkFrameHeader header;
+      if (!decode_link_frame_header(data, &header, &error)) {
+        FUZZ_CHECK(!error.empty());
+        return 0;
+      }
+      FUZZ_CHECK(header.length <= kMaxLinkPayload && header.to != 0);
+      uint8_t bytes[kLinkFrameHeaderSize];
+      encode_link_frame_header(header, bytes);
+      FUZZ_CHECK(std::memcmp(bytes, data, kLinkFrameHeaderSize) == 0);
       break;
     }
     default: {

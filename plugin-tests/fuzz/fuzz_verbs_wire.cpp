@@ -1,6 +1,7 @@
-// The native verbs transport's bytes from a peer: the connection info on
-// the side channel and the clear-to-send entries its NIC writes into our
-// FIFO. What decodes is in range and re-encodes unchanged.
+// The native verbs transport's bytes from a peer: the listen handle's
+// payload, the connection info (a link message or on the side channel)
+// and the clear-to-send entries its NIC writes into our FIFO. What decodes
+// is in range and re-encodes unchanged.
 #include <algorithm>
 #include <cstring>
 #include <string>
@@ -49,19 +50,45 @@ void fifo(const uint8_t* data, size_t size) {
   }
 }
 
+// First byte: the payload size the handle header claims.
+void listen_payload(const uint8_t* data, size_t size) {
+  if (size < 1) return;
+  ListenHandle handle;
+  handle.payload_size = data[0];
+  std::memcpy(handle.payload, data + 1, std::min(size - 1, sizeof(handle.payload)));
+  ListenPayload decoded;
+  std::string error;
+  if (!decode_listen_payload(handle, &decoded, &error)) {
+    FUZZ_CHECK(!error.empty());
+    return;
+  }
+  FUZZ_CHECK(handle.payload_size == SocketAddress::kPackedSize ||
+             (decoded.process.token != 0 && decoded.mailbox != 0));
+  ListenHandle again;
+  encode_listen_payload(decoded.hub, decoded.process, decoded.mailbox, &again);
+  FUZZ_CHECK(again.payload_size == handle.payload_size);
+  ListenPayload twice;
+  FUZZ_CHECK(decode_listen_payload(again, &twice, &error));
+  FUZZ_CHECK(twice.hub.text() == decoded.hub.text() && twice.mailbox == decoded.mailbox &&
+             twice.process.token == decoded.process.token);
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 1) return 0;
-  switch (data[0] % 3) {
+  switch (data[0] % 4) {
     case 0:
       connection_info(data + 1, size - 1, Role::Sender);
       break;
     case 1:
       connection_info(data + 1, size - 1, Role::Receiver);
       break;
-    default:
+    case 2:
       fifo(data + 1, size - 1);
+      break;
+    default:
+      listen_payload(data + 1, size - 1);
       break;
   }
   return 0;

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/handle_header.h"
+#include "core/link_messages.h"
 #include "core/peer_links.h"
 #include "ofi/connection_messages.h"
 #include "ofi/rdma_wire.h"
@@ -170,6 +171,13 @@ void verbs_wire() {
         verbs::FifoEntry{0x1000u + 0x100u * i, 256, 9, i, 7, 2, static_cast<uint8_t>(i), 0};
   }
   write_seed("fuzz_verbs_wire", "fifo", 2, reinterpret_cast<uint8_t*>(&fifo), sizeof(fifo));
+  // A listen handle's payload with the listener's link identity and mailbox.
+  ListenHandle handle;
+  verbs::encode_listen_payload(info.process.address, info.process, 5, &handle);
+  std::vector<uint8_t> payload(1 + handle.payload_size);
+  payload[0] = handle.payload_size;
+  std::memcpy(payload.data() + 1, handle.payload, handle.payload_size);
+  write_seed("fuzz_verbs_wire", "listen-payload", 3, payload.data(), payload.size());
 }
 
 void peer_identity() {
@@ -187,6 +195,14 @@ void peer_identity() {
   const char shm[] = "fi_shm://1234:0:0:7";
   write_seed("fuzz_peer_identity", "shm-address", 3, reinterpret_cast<const uint8_t*>(shm),
              sizeof(shm));
+  LinkFrameHeader header;
+  header.kind = 1;
+  header.length = 160;
+  header.to = 7;
+  header.from = 9;
+  uint8_t frame[kLinkFrameHeaderSize];
+  encode_link_frame_header(header, frame);
+  write_seed("fuzz_peer_identity", "link-message", 4, frame, sizeof(frame));
 }
 
 void params() {

@@ -191,3 +191,194 @@ TEST_CASE("a comm fails only once its peer has been gone for a second", "[unit][
   // Every later call says the same.
   CHECK(watch.check("dev", "peer") == ncclRemoteError);
 }
+
+// Messages between mailboxes over links (core/link_messages.h).
+namespace {
+
+// Pumps `links` until mailbox `id` has a message.
+bool wait_message(PeerLinks& links, uint32_t id, LinkMessage* out, PeerLinks* other = nullptr) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (std::chrono::steady_clock::now() < deadline) {
+    links.pump();
+    if (other != nullptr) other->pump();
+    if (links.take_message(id, out)) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return false;
+}
+
+std::span<const uint8_t> bytes_of(const std::string& text) {
+  return {reinterpret_cast<const uint8_t*>(text.data()), text.size()};
+}
+
+std::string text_of(const LinkMessage& message) {
+  return std::string(message.payload.begin(), message.payload.end());
+}
+
+}  // namespace
+
+TEST_CASE("link message headers round-trip and refuse garbage", "[unit][peer_links]") {
+  LinkFrameHeader header;
+  header.kind = 7;
+  header.length = 160;
+  header.to = 0x01020304;
+  header.from = 9;
+  uint8_t bytes[kLinkFrameHeaderSize];
+  encode_link_frame_header(header, bytes);
+  LinkFrameHeader decoded;
+  std::string error;
+  REQUIRE(decode_link_frame_header(bytes, &decoded, &error));
+  CHECK(decoded.kind == 7);
+  CHECK(decoded.length == 160);
+  CHECK(decoded.to == 0x01020304);
+  CHECK(decoded.from == 9);
+  CHECK(bytes[4] == 0x04);  // little-endian
+  bytes[1] = 1;
+  CHECK_FALSE(decode_link_frame_header(bytes, &decoded, &error));
+  CHECK_THAT(error, Catch::Contains("reserved byte 1"));
+  header.length = kMaxLinkPayload + 1;
+  encode_link_frame_header(header, bytes);
+  CHECK_FALSE(decode_link_frame_header(bytes, &decoded, &error));
+  CHECK_THAT(error, Catch::Contains("513 bytes (at most 512)"));
+  header.length = 0;
+  header.to = 0;
+  encode_link_frame_header(header, bytes);
+  CHECK_FALSE(decode_link_frame_header(bytes, &decoded, &error));
+  CHECK_THAT(error, Catch::Contains("mailbox 0"));
+}
+
+TEST_CASE("messages reach their mailboxes both ways, and a closed one answers",
+          "[unit][peer_links]") {
+  auto a = open_links();
+  auto b = open_links();
+  const uint32_t a_box = a->open_mailbox();
+  const uint32_t b_box = b->open_mailbox();
+  std::shared_ptr<PeerLink> a_to_b = a->link_to(b->identity(), "b");
+  REQUIRE(a_to_b != nullptr);
+  std::string why;
+  // Queued while the link connects, sent after its hello.
+  REQUIRE(a_to_b->send(7, b_box, a_box, bytes_of("request"), &why));
+  LinkMessage got;
+  REQUIRE(wait_message(*b, b_box, &got, a.get()));
+  CHECK(got.kind == 7);
+  CHECK(got.from == a_box);
+  CHECK(text_of(got) == "request");
+  // The answer goes back on the link it came on.
+  std::shared_ptr<PeerLink> back = got.link.lock();
+  REQUIRE(back != nullptr);
+  REQUIRE(back->send(8, got.from, b_box, bytes_of("answer"), &why));
+  REQUIRE(wait_message(*a, a_box, &got, b.get()));
+  CHECK(got.kind == 8);
+  CHECK(text_of(got) == "answer");
+  // An empty message.
+  REQUIRE(a_to_b->send(9, b_box, 0, {}, &why));
+  REQUIRE(wait_message(*b, b_box, &got, a.get()));
+  CHECK(got.payload.empty());
+  CHECK(got.from == 0);
+
+  // To a mailbox that is not open: weft answers kNoMailbox, naming it.
+  REQUIRE(a_to_b->send(7, b_box + 100, a_box, bytes_of("lost"), &why));
+  REQUIRE(wait_message(*a, a_box, &got, b.get()));
+  CHECK(got.kind == kNoMailbox);
+  REQUIRE(got.payload.size() == 4);
+  CHECK(got.payload[0] == static_cast<uint8_t>(b_box + 100));
+  // One that closes with a message unread answers it the same way.
+  REQUIRE(a_to_b->send(7, b_box, a_box, bytes_of("unread"), &why));
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  LinkMessage none;
+  while (a_to_b->busy() && std::chrono::steady_clock::now() < deadline) a->pump();
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  b->pump();
+  b->close_mailbox(b_box);
+  REQUIRE(wait_message(*a, a_box, &got, b.get()));
+  CHECK(got.kind == kNoMailbox);
+  CHECK(got.payload[0] == static_cast<uint8_t>(b_box));
+  CHECK_FALSE(a->take_message(a_box, &none));
+  // Too large to be a message.
+  std::vector<uint8_t> big(kMaxLinkPayload + 1);
+  CHECK_FALSE(a_to_b->send(7, b_box, a_box, big, &why));
+  CHECK_THAT(why, Catch::Contains("513 bytes"));
+}
+
+TEST_CASE("a burst larger than the socket takes arrives whole and in order", "[unit][peer_links]") {
+  auto a = open_links();
+  auto b = open_links();
+  const uint32_t b_box = b->open_mailbox();
+  std::shared_ptr<PeerLink> a_to_b = a->link_to(b->identity(), "b");
+  constexpr int kCount = 20000;  // 3.4 MB: more than a loopback socket buffers
+  std::string why;
+  for (int i = 0; i < kCount; ++i) {
+    std::string payload(160, static_cast<char>('a' + i % 26));
+    std::memcpy(payload.data(), &i, sizeof(i));
+    REQUIRE(a_to_b->send(3, b_box, 0, bytes_of(payload), &why));
+  }
+  int next = 0;
+  LinkMessage got;
+  while (next < kCount && wait_message(*b, b_box, &got, a.get())) {
+    REQUIRE(got.payload.size() == 160);
+    int index = -1;
+    std::memcpy(&index, got.payload.data(), sizeof(index));
+    REQUIRE(index == next);
+    REQUIRE(got.payload[159] == static_cast<uint8_t>('a' + index % 26));
+    ++next;
+  }
+  CHECK(next == kCount);
+}
+
+TEST_CASE("a link that carries garbage counts as gone, naming why", "[unit][peer_links]") {
+  auto b = open_links();
+  // A process that says hello as weft, then sends what is not a message.
+  TcpStream rogue;
+  std::string error;
+  REQUIRE(TcpStream::connect(b->identity().address, &rogue, &error));
+  uint8_t bytes[kLinkHelloSize + kLinkFrameHeaderSize];
+  encode_link_hello(77, bytes);
+  LinkFrameHeader header;
+  header.to = 1;
+  encode_link_frame_header(header, bytes + kLinkHelloSize);
+  bytes[kLinkHelloSize + 1] = 0xee;  // reserved
+  TcpStream::Progress sent = TcpStream::Progress::Pending;
+  for (int i = 0; i < 1000 && sent == TcpStream::Progress::Pending; ++i) {
+    sent = rogue.send_all(std::span<const uint8_t>(bytes), &error);
+    if (sent == TcpStream::Progress::Pending)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  REQUIRE(sent == TcpStream::Progress::Done);
+  PeerIdentity rogue_identity;
+  rogue_identity.token = 77;
+  rogue_identity.address = loopback(1);
+  std::shared_ptr<PeerLink> link;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  std::string reason;
+  Health health = Health::kUnknown;
+  while (health != Health::kGone && std::chrono::steady_clock::now() < deadline) {
+    b->pump();
+    if (!link) link = b->link_to(rogue_identity, "rogue");
+    health = link->check(&reason);
+  }
+  REQUIRE(health == Health::kGone);
+  CHECK_THAT(reason, Catch::Contains("carried what is not a weft message: link message with "
+                                     "reserved byte 238"));
+  CHECK_FALSE(link->send(7, 1, 0, {}, &error));
+  CHECK_THAT(error, Catch::Contains("the peer is gone"));
+}
+
+TEST_CASE("a link that cannot be opened refuses messages, saying why", "[unit][peer_links]") {
+  auto a = open_links();
+  PeerIdentity dead;
+  {
+    auto b = open_links();
+    dead = b->identity();
+  }
+  std::shared_ptr<PeerLink> link = a->link_to(dead, "refused");
+  std::string why;
+  // On loopback the refusal may be known already when link_to returns.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (link->usable(&why) && std::chrono::steady_clock::now() < deadline) {
+    a->pump();
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  CHECK_FALSE(link->usable(&why));
+  CHECK_THAT(why, Catch::Contains("no link to refused") && Catch::Contains("refused"));
+  CHECK_FALSE(link->send(7, 1, 0, {}, &why));
+}

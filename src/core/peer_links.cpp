@@ -1,6 +1,7 @@
 #include "core/peer_links.h"
 
 #include <poll.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 
 #include <algorithm>
@@ -16,7 +17,7 @@ namespace weft {
 namespace {
 
 constexpr uint32_t kHelloMagic = 0x4c544657;  // "WFTL"
-constexpr uint8_t kHelloVersion = 1;
+constexpr uint8_t kHelloVersion = 2;
 // Connections that never send their hello (a port scanner, a process that
 // died while connecting) are dropped after this long, and never more than
 // kMaxArriving wait at once.
@@ -77,41 +78,175 @@ bool decode_link_hello(const uint8_t* in, uint64_t* token, std::string* error) {
   return true;
 }
 
+// Which link each socket belongs to (one epoll set for all of them, so a
+// process with thousands of peers reads only the sockets that have
+// something), and the process's mailboxes. Its lock is the innermost:
+// taken under PeerLinks' and a PeerLink's, never the other way round.
+class LinkRouter {
+ public:
+  LinkRouter() : epoll_(epoll_create1(EPOLL_CLOEXEC)) {}
+  bool valid() const { return epoll_.valid(); }
+
+  void watch(int fd, std::weak_ptr<PeerLink> link) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    epoll_event event{};
+    event.events = EPOLLIN;
+    event.data.fd = fd;
+    if (epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, fd, &event) == 0) links_[fd] = std::move(link);
+  }
+  void forget(int fd) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (links_.erase(fd) != 0) epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, fd, nullptr);
+  }
+  // The sockets with something to read now (a null link: the listener's).
+  void ready(std::vector<std::pair<int, std::shared_ptr<PeerLink>>>* out) {
+    epoll_event events[64];
+    std::lock_guard<std::mutex> lock(mutex_);
+    int n = epoll_wait(epoll_.get(), events, 64, 0);
+    for (int i = 0; i < n; ++i) {
+      auto found = links_.find(events[i].data.fd);
+      if (found != links_.end()) out->emplace_back(found->first, found->second.lock());
+    }
+  }
+
+  Mailboxes mailboxes;
+
+ private:
+  Fd epoll_;
+  std::mutex mutex_;
+  std::unordered_map<int, std::weak_ptr<PeerLink>> links_;
+};
+
+PeerLink::PeerLink(std::string name, int timeout_ms, std::shared_ptr<LinkRouter> router)
+    : name_(std::move(name)), timeout_ms_(timeout_ms), router_(std::move(router)) {}
+
+PeerLink::~PeerLink() {
+  if (!router_) return;
+  for (const auto& connection : connections_) router_->forget(connection->stream.fd());
+}
+
+void PeerLink::add_locked(std::unique_ptr<Connection> connection) {
+  if (router_ && health_ != Health::kGone)
+    router_->watch(connection->stream.fd(), weak_from_this());
+  connections_.push_back(std::move(connection));
+  update_busy_locked();
+}
+
 void PeerLink::add_connecting(TcpStream stream, uint64_t own_token) {
   std::lock_guard<std::mutex> lock(mutex_);
-  Connection connection;
-  connection.stream = std::move(stream);
-  connection.state = Connection::State::kConnecting;
-  encode_link_hello(own_token, connection.hello);
-  connections_.push_back(std::move(connection));
+  auto connection = std::make_unique<Connection>();
+  connection->stream = std::move(stream);
+  connection->state = Connection::State::kConnecting;
+  encode_link_hello(own_token, connection->hello);
+  add_locked(std::move(connection));
 }
 
 void PeerLink::add_accepted(TcpStream stream) {
   std::lock_guard<std::mutex> lock(mutex_);
-  Connection connection;
-  connection.stream = std::move(stream);
-  connections_.push_back(std::move(connection));
+  auto connection = std::make_unique<Connection>();
+  connection->stream = std::move(stream);
+  add_locked(std::move(connection));
 }
 
-std::string PeerLink::closed_reason(const Connection& connection) const {
-  uint8_t byte;
+void PeerLink::drop_locked(size_t index) {
+  if (router_) router_->forget(connections_[index]->stream.fd());
+  connections_.erase(connections_.begin() + static_cast<long>(index));
+}
+
+void PeerLink::update_busy_locked() {
+  bool busy = false;
+  if (health_ != Health::kGone) {
+    for (const auto& connection : connections_) {
+      busy = busy || connection->state != Connection::State::kUp || !connection->out.empty();
+    }
+  }
+  busy_.store(busy, std::memory_order_release);
+}
+
+std::string PeerLink::closed_reason(const Connection& connection, int error) const {
+  const std::string where = connection.stream.peer().text();
+  if (error == 0) return "its process exited or finalized weft (link to " + where + " closed)";
+  if (error == ETIMEDOUT) {
+    return "its host stopped answering for " + std::to_string(timeout_ms_ / 1000) +
+           " s (host down or network cut; link to " + where + ", WEFT_PEER_TIMEOUT_MS)";
+  }
+  return "its process died (link to " + where + ": " + std::strerror(error) + ")";
+}
+
+std::string PeerLink::flush(Connection& connection) {
+  while (connection.out_sent < connection.out.size()) {
+    ssize_t n = ::send(connection.stream.fd(), connection.out.data() + connection.out_sent,
+                       connection.out.size() - connection.out_sent, MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (n > 0) {
+      connection.out_sent += static_cast<size_t>(n);
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return "";
+    return closed_reason(connection, n < 0 ? errno : 0);
+  }
+  connection.out.clear();
+  connection.out_sent = 0;
+  return "";
+}
+
+namespace {
+
+void append_message(std::vector<uint8_t>* out, uint8_t kind, uint32_t to, uint32_t from,
+                    std::span<const uint8_t> payload) {
+  LinkFrameHeader header;
+  header.kind = kind;
+  header.length = static_cast<uint16_t>(payload.size());
+  header.to = to;
+  header.from = from;
+  const size_t at = out->size();
+  out->resize(at + kLinkFrameHeaderSize + payload.size());
+  encode_link_frame_header(header, out->data() + at);
+  if (!payload.empty()) {
+    std::memcpy(out->data() + at + kLinkFrameHeaderSize, payload.data(), payload.size());
+  }
+}
+
+}  // namespace
+
+std::string PeerLink::receive(Connection& connection) {
+  uint8_t buffer[4096];
   for (;;) {
-    ssize_t n = ::recv(connection.stream.fd(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
-    // The peer never sends after its hello: bytes are not a close.
-    if (n > 0) return "";
-    if (n == 0) {
-      return "its process exited or finalized weft (link to " + connection.stream.peer().text() +
-             " closed)";
+    ssize_t n = ::recv(connection.stream.fd(), buffer, sizeof(buffer), MSG_DONTWAIT);
+    if (n == 0) return closed_reason(connection, 0);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return "";
+      return closed_reason(connection, errno);
     }
-    if (errno == EINTR) continue;
-    if (errno == EAGAIN || errno == EWOULDBLOCK) return "";
-    if (errno == ETIMEDOUT) {
-      return "its host stopped answering for " + std::to_string(timeout_ms_ / 1000) +
-             " s (host down or network cut; link to " + connection.stream.peer().text() +
-             ", WEFT_PEER_TIMEOUT_MS)";
+    std::vector<uint8_t>& in = connection.in;
+    in.insert(in.end(), buffer, buffer + n);
+    size_t offset = 0;
+    while (in.size() - offset >= kLinkFrameHeaderSize) {
+      LinkFrameHeader header;
+      std::string problem;
+      if (!decode_link_frame_header(in.data() + offset, &header, &problem)) {
+        return "its link (" + connection.stream.peer().text() +
+               ") carried what is not a weft message: " + problem +
+               " (a weft of another version, or not weft)";
+      }
+      if (in.size() - offset - kLinkFrameHeaderSize < header.length) break;
+      const uint8_t* payload = in.data() + offset + kLinkFrameHeaderSize;
+      LinkMessage message;
+      message.link = weak_from_this();
+      message.kind = header.kind;
+      message.from = header.from;
+      message.payload.assign(payload, payload + header.length);
+      offset += kLinkFrameHeaderSize + header.length;
+      if (router_ && router_->mailboxes.deliver(header.to, std::move(message))) continue;
+      if (header.kind != kNoMailbox && header.from != 0) {
+        uint8_t refused[4];
+        put_le32(refused, header.to);
+        append_message(&connection.out, kNoMailbox, header.from, 0, refused);
+      }
     }
-    return std::string("its process died (link to ") + connection.stream.peer().text() + ": " +
-           std::strerror(errno) + ")";
+    in.erase(in.begin(), in.begin() + static_cast<long>(offset));
+    if (static_cast<size_t>(n) < sizeof(buffer)) return "";
   }
 }
 
@@ -130,6 +265,7 @@ std::string PeerLink::step(Connection& connection, bool* dropped) {
       // A route or firewall problem, or (refused) a firewall's reset as
       // much as a process already gone: no verdict on the peer, which a
       // healthy job must never be failed for.
+      unreachable_ = "no link to " + name_ + " (" + where + ": " + std::strerror(error) + ")";
       if (!unreachable_logged_) {
         unreachable_logged_ = true;
         WEFT_INFO(NCCL_NET,
@@ -156,45 +292,121 @@ std::string PeerLink::step(Connection& connection, bool* dropped) {
     }
     connection.state = Connection::State::kUp;
   }
-  return closed_reason(connection);
+  if (std::string gone = flush(connection); !gone.empty()) return gone;
+  return receive(connection);
+}
+
+void PeerLink::service_locked(int fd) {
+  if (health_ == Health::kGone) return;
+  Health verdict = Health::kUnknown;
+  for (size_t i = 0; i < connections_.size();) {
+    Connection& connection = *connections_[i];
+    if (fd >= 0 && connection.stream.fd() != fd) {
+      if (connection.state == Connection::State::kUp) verdict = Health::kAlive;
+      ++i;
+      continue;
+    }
+    bool dropped = false;
+    std::string gone = step(connection, &dropped);
+    if (!gone.empty()) {
+      health_ = Health::kGone;
+      reason_ = gone;
+      // Its sockets stay open (and readable) but are no longer watched.
+      if (router_) {
+        for (const auto& each : connections_) router_->forget(each->stream.fd());
+      }
+      busy_.store(false, std::memory_order_release);
+      return;
+    }
+    if (dropped) {
+      drop_locked(i);
+      continue;
+    }
+    if (connection.state == Connection::State::kUp) verdict = Health::kAlive;
+    ++i;
+  }
+  health_ = verdict;
+  update_busy_locked();
+}
+
+void PeerLink::service(int fd) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  service_locked(fd);
 }
 
 PeerLink::Health PeerLink::check(std::string* reason) {
   std::unique_lock<std::mutex> lock(mutex_, std::try_to_lock);
   if (!lock.owns_lock()) return Health::kUnknown;  // another comm is looking
+  service_locked(-1);
+  if (health_ == Health::kGone) *reason = reason_;
+  return health_;
+}
+
+bool PeerLink::usable_locked(std::string* why) const {
   if (health_ == Health::kGone) {
-    *reason = reason_;
-    return health_;
+    *why = "the peer is gone: " + reason_;
+    return false;
   }
-  health_ = Health::kUnknown;
-  for (size_t i = 0; i < connections_.size();) {
-    bool dropped = false;
-    std::string gone = step(connections_[i], &dropped);
-    if (!gone.empty()) {
+  if (connections_.empty()) {
+    *why = unreachable_.empty() ? "no link to " + name_ : unreachable_;
+    return false;
+  }
+  return true;
+}
+
+bool PeerLink::usable(std::string* why) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return usable_locked(why);
+}
+
+bool PeerLink::send(uint8_t kind, uint32_t to, uint32_t from, std::span<const uint8_t> payload,
+                    std::string* why, Flush when) {
+  if (payload.size() > kMaxLinkPayload || to == 0) {
+    *why = "a link message of " + std::to_string(payload.size()) + " bytes to mailbox " +
+           std::to_string(to);
+    return false;
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!usable_locked(why)) return false;
+  // An open connection if there is one; else the first still connecting,
+  // which sends it after its hello.
+  Connection* carrier = connections_.front().get();
+  for (const auto& connection : connections_) {
+    if (connection->state == Connection::State::kUp) {
+      carrier = connection.get();
+      break;
+    }
+  }
+  append_message(&carrier->out, kind, to, from, payload);
+  if (carrier->state == Connection::State::kUp && when == Flush::kNow) {
+    if (std::string gone = flush(*carrier); !gone.empty()) {
       health_ = Health::kGone;
       reason_ = gone;
-      *reason = reason_;
-      return health_;
+      *why = "the peer is gone: " + gone;
+      return false;
     }
-    if (dropped) {
-      connections_.erase(connections_.begin() + static_cast<long>(i));
-      continue;
-    }
-    if (connections_[i].state == Connection::State::kUp) health_ = Health::kAlive;
-    ++i;
   }
-  return health_;
+  update_busy_locked();
+  return true;
 }
 
 std::shared_ptr<PeerLinks> PeerLinks::open(const SocketAddress& local, int timeout_ms,
                                            std::string* error) {
+  auto router = std::make_shared<LinkRouter>();
+  if (!router->valid()) {
+    *error = std::string("epoll_create1: ") + std::strerror(errno);
+    return nullptr;
+  }
   std::unique_ptr<TcpListener> listener = TcpListener::open(local, error);
   if (!listener) return nullptr;
-  return std::shared_ptr<PeerLinks>(new PeerLinks(std::move(listener), timeout_ms));
+  router->watch(listener->fd(), std::weak_ptr<PeerLink>{});
+  return std::shared_ptr<PeerLinks>(
+      new PeerLinks(std::move(listener), timeout_ms, std::move(router)));
 }
 
-PeerLinks::PeerLinks(std::unique_ptr<TcpListener> listener, int timeout_ms)
-    : listener_(std::move(listener)), timeout_ms_(timeout_ms) {
+PeerLinks::PeerLinks(std::unique_ptr<TcpListener> listener, int timeout_ms,
+                     std::shared_ptr<LinkRouter> router)
+    : listener_(std::move(listener)), timeout_ms_(timeout_ms), router_(std::move(router)) {
   identity_.token = random_nonzero_u64();
   identity_.address = listener_->address();
 }
@@ -202,10 +414,13 @@ PeerLinks::PeerLinks(std::unique_ptr<TcpListener> listener, int timeout_ms)
 std::shared_ptr<PeerLink> PeerLinks::link_to(const PeerIdentity& peer, const std::string& name) {
   if (peer.token == 0 || peer.token == identity_.token) return nullptr;
   std::lock_guard<std::mutex> lock(mutex_);
-  accept_locked();
   auto found = links_.find(peer.token);
   if (found != links_.end()) return found->second;
-  auto link = std::make_shared<PeerLink>(name, timeout_ms_);
+  // The peer may have opened one that waits to be filed.
+  accept_locked();
+  found = links_.find(peer.token);
+  if (found != links_.end()) return found->second;
+  auto link = std::make_shared<PeerLink>(name, timeout_ms_, router_);
   TcpStream stream;
   std::string problem;
   if (TcpStream::connect(peer.address, &stream, &problem)) {
@@ -258,7 +473,9 @@ void PeerLinks::accept_locked() {
                     keepalive.c_str());
         }
         std::shared_ptr<PeerLink>& link = links_[token];
-        if (!link) link = std::make_shared<PeerLink>(arriving.stream.peer().text(), timeout_ms_);
+        if (!link) {
+          link = std::make_shared<PeerLink>(arriving.stream.peer().text(), timeout_ms_, router_);
+        }
         link->add_accepted(std::move(arriving.stream));
       } else {
         WEFT_INFO(NCCL_NET, "liveness listener: dropped a connection from %s: %s",
@@ -272,6 +489,61 @@ void PeerLinks::accept_locked() {
       ++i;
     }
   }
+}
+
+uint32_t PeerLinks::open_mailbox() {
+  return router_->mailboxes.open();
+}
+
+void PeerLinks::close_mailbox(uint32_t id) {
+  for (LinkMessage& message : router_->mailboxes.close(id)) {
+    std::shared_ptr<PeerLink> link = message.link.lock();
+    if (!link || message.kind == kNoMailbox || message.from == 0) continue;
+    uint8_t refused[4];
+    put_le32(refused, id);
+    std::string ignored;
+    link->send(kNoMailbox, message.from, 0, refused, &ignored);
+  }
+}
+
+bool PeerLinks::take_message(uint32_t id, LinkMessage* out) {
+  return router_->mailboxes.take(id, out);
+}
+
+void PeerLinks::pump() {
+  // Called by every connect() and accept() of a comm being set up:
+  // messages queued meanwhile (Flush::kPump) go in one send, and a burst
+  // of thousands of comms costs a few epoll_waits per millisecond.
+  const int64_t now = std::chrono::steady_clock::now().time_since_epoch().count();
+  int64_t due = next_pump_.load(std::memory_order_relaxed);
+  if (now < due ||
+      !next_pump_.compare_exchange_strong(
+          due,
+          now + std::chrono::duration_cast<std::chrono::steady_clock::duration>(kPumpInterval)
+                    .count(),
+          std::memory_order_relaxed)) {
+    return;
+  }
+  std::vector<std::pair<int, std::shared_ptr<PeerLink>>> ready;
+  router_->ready(&ready);
+  bool listener_ready = false;
+  for (auto& [fd, link] : ready) {
+    if (link) {
+      link->service(fd);
+    } else if (fd == listener_->fd()) {
+      listener_ready = true;
+    }
+  }
+  std::vector<std::shared_ptr<PeerLink>> busy;
+  {
+    std::unique_lock<std::mutex> lock(mutex_, std::try_to_lock);
+    if (!lock.owns_lock()) return;  // another thread pumps
+    if (listener_ready || !arriving_.empty()) accept_locked();
+    for (const auto& [token, link] : links_) {
+      if (link->busy()) busy.push_back(link);
+    }
+  }
+  for (const auto& link : busy) link->service(-1);
 }
 
 std::shared_ptr<PeerLinks> shared_peer_links(HeldByComms<PeerLinks>* held,

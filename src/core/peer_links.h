@@ -15,19 +15,26 @@
 // opens it and sends a 16-byte hello with its own token, the other files
 // the accepted connection under that token and uses it too. Links are
 // shared by every comm between the two processes, in both directions.
+//
+// A link also carries messages between mailboxes (link_messages.h): the
+// verbs transport sets up its comms over it instead of a TCP connection
+// each. Nothing is sent on a link after setup.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
 #include "core/connection_fault.h"
 #include "core/held_by_comms.h"
+#include "core/link_messages.h"
 #include "core/socket_address.h"
 #include "core/tcp_channel.h"
 
@@ -47,12 +54,15 @@ struct PeerIdentity {
 };
 
 // The hello a connecting process sends on a new link: 0 magic u32 "WFTL",
-// 4 version u8 (1), 5 zero u8[3], 8 token u64; little-endian.
+// 4 version u8 (2: messages may follow; 1 carried none), 5 zero u8[3],
+// 8 token u64; little-endian.
 constexpr size_t kLinkHelloSize = 16;
 void encode_link_hello(uint64_t token, uint8_t* out);
 bool decode_link_hello(const uint8_t* in, uint64_t* token, std::string* error);
 
-class PeerLink {
+class LinkRouter;
+
+class PeerLink : public std::enable_shared_from_this<PeerLink> {
  public:
   enum class Health : uint8_t {
     kUnknown,  // not connected (yet, or the peer is unreachable): no verdict
@@ -60,34 +70,79 @@ class PeerLink {
     kGone,  // the peer's process or host is gone; reason() says how
   };
 
-  PeerLink(std::string name, int timeout_ms) : name_(std::move(name)), timeout_ms_(timeout_ms) {}
+  // `router`: where its messages go and its sockets are watched (null:
+  // every message is answered as if no mailbox were open).
+  PeerLink(std::string name, int timeout_ms, std::shared_ptr<LinkRouter> router = nullptr);
+  ~PeerLink();
+  PeerLink(const PeerLink&) = delete;
+  PeerLink& operator=(const PeerLink&) = delete;
+
   // An outbound link still connecting sends `hello` once connected.
   void add_connecting(TcpStream stream, uint64_t own_token);
   void add_accepted(TcpStream stream);
   // One non-blocking look at each connection (any thread; a caller that
-  // finds another thread looking gets kUnknown). kGone stays.
+  // finds another thread looking gets kUnknown); messages that arrived go
+  // to their mailboxes. kGone stays.
   Health check(std::string* reason);
   const std::string& name() const { return name_; }
 
+  // kNow: sent as far as the socket takes it now. kPump: queued for the
+  // next PeerLinks::pump() (or check()), which sends what queued meanwhile
+  // at once; for a message whose sender pumps next, waiting for the answer.
+  enum class Flush : uint8_t { kNow, kPump };
+  // Queues a message for mailbox `to` of the peer's process, sent as its
+  // socket takes it (from `when` on, and by check() and PeerLinks::pump()).
+  // False, with *why, when nothing can carry it: the link is gone, or could
+  // not be opened.
+  bool send(uint8_t kind, uint32_t to, uint32_t from, std::span<const uint8_t> payload,
+            std::string* why, Flush when = Flush::kNow);
+  // Whether messages can still reach the peer (what send() would say).
+  bool usable(std::string* why);
+  // A connection is still connecting, or messages wait to be sent.
+  bool busy() const { return busy_.load(std::memory_order_acquire); }
+
  private:
+  friend class PeerLinks;
   struct Connection {
     TcpStream stream;
     enum class State : uint8_t { kConnecting, kHello, kUp } state = State::kUp;
     uint8_t hello[kLinkHelloSize] = {};
+    std::vector<uint8_t> in;   // the first bytes of a message, until all arrived
+    std::vector<uint8_t> out;  // messages the socket has not taken yet
+    size_t out_sent = 0;
   };
   // Drives a connection one step; "" while it is fine, else why the peer
   // is gone. *dropped when this side could not reach the peer at all.
   std::string step(Connection& connection, bool* dropped);
-  // Why the peer's end closed, or "" while it is open.
-  std::string closed_reason(const Connection& connection) const;
+  // Reads what arrived and hands whole messages to their mailboxes; "" or
+  // why the peer is gone (closed, failed, or sent what is not a message).
+  std::string receive(Connection& connection);
+  // Sends queued messages as far as the socket takes them; "" or why not.
+  std::string flush(Connection& connection);
+  // Why a read or write with errno `error` (0: end of stream) failed.
+  std::string closed_reason(const Connection& connection, int error) const;
+  // With the lock held: steps every connection (or only the one on `fd`,
+  // when >= 0) and records the verdict.
+  void service_locked(int fd);
+  // For PeerLinks::pump(): the connection on `fd` has something to read,
+  // or (fd -1) this link has connections to finish or messages to send.
+  void service(int fd);
+  void add_locked(std::unique_ptr<Connection> connection);
+  void drop_locked(size_t index);
+  bool usable_locked(std::string* why) const;
+  void update_busy_locked();
 
   std::string name_;
   int timeout_ms_;
+  std::shared_ptr<LinkRouter> router_;
   std::mutex mutex_;
-  std::vector<Connection> connections_;
+  std::vector<std::unique_ptr<Connection>> connections_;
   Health health_ = Health::kUnknown;
   std::string reason_;
   bool unreachable_logged_ = false;
+  std::string unreachable_;  // why the last connection was dropped
+  // A connection is still connecting or has messages to send: pump() steps it.
+  std::atomic<bool> busy_{false};
 };
 
 class PeerLinks {
@@ -104,8 +159,21 @@ class PeerLinks {
   // Files the links other processes opened (their hellos); cheap, any thread.
   void accept_waiting();
 
+  // Mailboxes for messages from other processes (link_messages.h).
+  uint32_t open_mailbox();
+  // Closes it; each message that waited there unread is answered kNoMailbox.
+  void close_mailbox(uint32_t id);
+  // The oldest message waiting in mailbox `id` (pump() reads them in).
+  bool take_message(uint32_t id, LinkMessage* out);
+  // Accepts links, reads the messages that arrived on any link and sends
+  // what waits to be sent: one epoll_wait when nothing happened. At most
+  // once per kPumpInterval (a call sooner returns at once).
+  void pump();
+  static constexpr std::chrono::microseconds kPumpInterval{500};
+
  private:
-  PeerLinks(std::unique_ptr<TcpListener> listener, int timeout_ms);
+  PeerLinks(std::unique_ptr<TcpListener> listener, int timeout_ms,
+            std::shared_ptr<LinkRouter> router);
   void accept_locked();
 
   struct Arriving {
@@ -117,9 +185,11 @@ class PeerLinks {
   std::unique_ptr<TcpListener> listener_;
   int timeout_ms_;
   PeerIdentity identity_;
+  std::shared_ptr<LinkRouter> router_;
   std::mutex mutex_;
   std::unordered_map<uint64_t, std::shared_ptr<PeerLink>> links_;
-  std::vector<Arriving> arriving_;  // accepted, hello not read yet
+  std::vector<Arriving> arriving_;     // accepted, hello not read yet
+  std::atomic<int64_t> next_pump_{0};  // steady_clock ticks
 };
 
 // A transport's links: opened on `socket_ifname` (WEFT_SOCKET_IFNAME) by the

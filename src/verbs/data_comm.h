@@ -19,6 +19,7 @@
 #include "core/tcp_channel.h"
 #include "verbs/open_port.h"
 #include "verbs/queue_pairs.h"
+#include "verbs/setup_exchange.h"
 #include "weft/log.h"
 
 namespace weft::verbs {
@@ -43,6 +44,10 @@ struct ConnectionSetup {
   QueuePairs qps;
   TcpStream stream;
   std::shared_ptr<PeerLinks> links;  // liveness links; null: none (the stream stays open)
+  // Set up over the link to the peer's process, first to its mailbox
+  // `peer_mailbox`; null: over `stream`.
+  std::shared_ptr<PeerLink> link;
+  uint32_t peer_mailbox = 0;
   std::string peer_name;
   // Keepalive on the side channel: a peer host that vanishes (no FIN, no
   // RST) fails it like a peer that exits. 0: none.
@@ -54,10 +59,10 @@ class VerbsDataComm : public Interface, public RequestOwner {
  public:
   explicit VerbsDataComm(ConnectionSetup setup)
       : setup_(std::move(setup)), port_failures_(setup_.port->failures()) {
-    std::string problem;
-    if (setup_.peer_timeout_ms > 0 && setup_.stream.valid() &&
-        !setup_.stream.keep_alive(setup_.peer_timeout_ms, &problem)) {
-      WEFT_INFO(NCCL_NET, "%s", problem.c_str());
+    if (setup_.link) {
+      carrier_ = std::make_unique<LinkCarrier>(setup_.links, setup_.link, setup_.peer_mailbox);
+    } else {
+      carrier_ = std::make_unique<StreamCarrier>(setup_.stream);
     }
   }
 
@@ -85,18 +90,32 @@ class VerbsDataComm : public Interface, public RequestOwner {
   // Once connected: with a link to the peer's process to watch, the side
   // channel closes (no fd per comm); else it stays open to be watched.
   void watch_peer(const PeerIdentity& peer) {
-    if (!setup_.links || peer.token == 0 || watching_) return;
-    std::shared_ptr<PeerLink> link = setup_.links->link_to(peer, setup_.peer_name);
-    if (!link) return;
-    watch_.watch(setup_.links, std::move(link));
-    watching_ = true;
-    setup_.stream = TcpStream{};
+    carrier_.reset();  // its mailbox closes; the stream is decided below
+    if (watching_) return;
+    std::shared_ptr<PeerLink> link = setup_.link;
+    if (!link && setup_.links && peer.token != 0)
+      link = setup_.links->link_to(peer, setup_.peer_name);
+    if (link) {
+      watch_.watch(setup_.links, std::move(link));
+      watching_ = true;
+      setup_.stream = TcpStream{};
+      return;
+    }
+    // Kept and watched: keepalive makes a vanished host fail it like a
+    // peer that exits (set only here: a stream that closes needs none).
+    std::string problem;
+    if (setup_.peer_timeout_ms > 0 && setup_.stream.valid() &&
+        !setup_.stream.keep_alive(setup_.peer_timeout_ms, &problem)) {
+      WEFT_INFO(NCCL_NET, "%s", problem.c_str());
+    }
   }
 
  protected:
   OpenPort& port() { return *setup_.port; }
   QueuePairs& qps() { return setup_.qps; }
-  TcpStream& stream() { return setup_.stream; }
+  // What carries the connection setup, until watch_peer.
+  ExchangeCarrier& carrier() { return *carrier_; }
+  bool set_up() const { return carrier_ == nullptr; }
   bool faulted() const { return fault_.raised(); }
   ncclResult_t fault() const { return fault_.result(); }
 
@@ -248,6 +267,7 @@ class VerbsDataComm : public Interface, public RequestOwner {
   RequestPool<VerbsRequest, kMaxRequests * kMaxRecvs> pool_;
   PeerWatch watch_;
   bool watching_ = false;
+  std::unique_ptr<ExchangeCarrier> carrier_;
   std::chrono::steady_clock::time_point next_peer_check_{};
   std::chrono::steady_clock::time_point peer_gone_since_{};
 };

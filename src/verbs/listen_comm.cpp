@@ -3,11 +3,12 @@
 namespace weft::verbs {
 
 VerbsListenComm::VerbsListenComm(std::shared_ptr<OpenPort> port, std::shared_ptr<ListenerHub> hub,
-                                 uint32_t listen_id, const RecvOptions& options,
+                                 uint32_t listen_id, uint32_t mailbox, const RecvOptions& options,
                                  int connect_timeout_ms)
     : port_(std::move(port)),
       hub_(std::move(hub)),
       listen_id_(listen_id),
+      mailbox_(mailbox),
       options_(options),
       connect_timeout_(connect_timeout_ms) {
   hub_->add(listen_id_);
@@ -15,11 +16,58 @@ VerbsListenComm::VerbsListenComm(std::shared_ptr<OpenPort> port, std::shared_ptr
 
 VerbsListenComm::~VerbsListenComm() {
   hub_->remove(listen_id_);
+  // Connectors whose info waits there unread hear that it closed.
+  if (mailbox_ != 0) options_.links->close_mailbox(mailbox_);
+}
+
+ncclResult_t VerbsListenComm::start_accepting(ConnectionSetup setup, const uint8_t* info) {
+  setup.port = port_;
+  setup.peer_timeout_ms = options_.peer_timeout_ms;
+  setup.links = options_.links;
+  auto comm = std::make_unique<VerbsRecvComm>(std::move(setup), options_, listen_id_);
+  std::string error;
+  if (!comm->prepare(info, &error)) {
+    WEFT_WARN("%s: preparing a receive comm failed: %s", port_->name().c_str(), error.c_str());
+    return ncclSystemError;
+  }
+  accepting_.push_back({std::move(comm), std::chrono::steady_clock::now() + connect_timeout_});
+  return ncclSuccess;
 }
 
 ncclResult_t VerbsListenComm::take_new_connections() {
-  std::string error;
   if (accepting_.size() >= kMaxAccepting) return ncclSuccess;
+  if (mailbox_ != 0) {
+    // A pump for another comm may have brought them already.
+    LinkMessage message;
+    auto take = [&] {
+      if (options_.links->take_message(mailbox_, &message)) return true;
+      options_.links->pump();
+      return options_.links->take_message(mailbox_, &message);
+    };
+    while (accepting_.size() < kMaxAccepting && take()) {
+      std::shared_ptr<PeerLink> link = message.link.lock();
+      if (!link) continue;  // its link is gone: so is the connector
+      if (message.kind != static_cast<uint8_t>(ExchangeCarrier::Part::kInfo) ||
+          message.payload.size() != kConnectionInfoSize || message.from == 0) {
+        WEFT_WARN(
+            "%s: dropped a message from %s to listener %u: kind %d, %zu bytes, from mailbox %u "
+            "(expected connection info, kind %d, %zu bytes)",
+            port_->name().c_str(), link->name().c_str(), listen_id_, message.kind,
+            message.payload.size(), message.from, static_cast<int>(ExchangeCarrier::Part::kInfo),
+            kConnectionInfoSize);
+        continue;
+      }
+      ConnectionSetup setup;
+      setup.peer_name = link->name();
+      setup.link = std::move(link);
+      setup.peer_mailbox = message.from;
+      if (ncclResult_t result = start_accepting(std::move(setup), message.payload.data());
+          result != ncclSuccess) {
+        return result;
+      }
+    }
+  }
+  std::string error;
   std::vector<ListenerHub::Arrival> arrivals;
   if (!hub_->take(listen_id_, kMaxAccepting - accepting_.size(), &arrivals, &error)) {
     WEFT_WARN("%s: accepting a connection on %s failed: %s", port_->name().c_str(),
@@ -28,17 +76,12 @@ ncclResult_t VerbsListenComm::take_new_connections() {
   }
   for (ListenerHub::Arrival& arrival : arrivals) {
     ConnectionSetup setup;
-    setup.port = port_;
     setup.peer_name = arrival.stream.peer().text();
     setup.stream = std::move(arrival.stream);
-    setup.peer_timeout_ms = options_.peer_timeout_ms;
-    setup.links = options_.links;
-    auto comm = std::make_unique<VerbsRecvComm>(std::move(setup), options_, listen_id_);
-    if (!comm->prepare(arrival.info, &error)) {
-      WEFT_WARN("%s: preparing a receive comm failed: %s", port_->name().c_str(), error.c_str());
-      return ncclSystemError;
+    if (ncclResult_t result = start_accepting(std::move(setup), arrival.info);
+        result != ncclSuccess) {
+      return result;
     }
-    accepting_.push_back({std::move(comm), std::chrono::steady_clock::now() + connect_timeout_});
   }
   return ncclSuccess;
 }

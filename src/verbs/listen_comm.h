@@ -1,4 +1,5 @@
-// A listening verbs comm: its place in the process's listener hub, and the
+// A listening verbs comm: its place in the process's listener hub and its
+// mailbox on the liveness links (connectors use one or the other), and the
 // connections being accepted (NCCL's accept() returns nothing until an
 // exchange finished). Exchanges advance side by side, so a connector that
 // stalls (a peer that died, a stale or forged handle) cannot hold up the
@@ -16,8 +17,10 @@ namespace weft::verbs {
 
 class VerbsListenComm final : public ListenComm {
  public:
+  // `mailbox`: open in options.links (closed with this comm), 0 for none.
   VerbsListenComm(std::shared_ptr<OpenPort> port, std::shared_ptr<ListenerHub> hub,
-                  uint32_t listen_id, const RecvOptions& options, int connect_timeout_ms);
+                  uint32_t listen_id, uint32_t mailbox, const RecvOptions& options,
+                  int connect_timeout_ms);
   ~VerbsListenComm() override;
   VerbsListenComm(const VerbsListenComm&) = delete;
   VerbsListenComm& operator=(const VerbsListenComm&) = delete;
@@ -33,10 +36,13 @@ class VerbsListenComm final : public ListenComm {
     std::chrono::steady_clock::time_point deadline;
   };
   ncclResult_t take_new_connections();
+  // A receive comm for a connector whose info arrived (`setup` says how).
+  ncclResult_t start_accepting(ConnectionSetup setup, const uint8_t* info);
 
   std::shared_ptr<OpenPort> port_;
   std::shared_ptr<ListenerHub> hub_;
   uint32_t listen_id_;
+  uint32_t mailbox_;
   RecvOptions options_;
   std::chrono::milliseconds connect_timeout_;
   std::vector<Accepting> accepting_;

@@ -22,10 +22,15 @@ void ListenerHub::remove(uint32_t listen_id) {
 }
 
 bool ListenerHub::accept_locked(std::string* error) {
+  const auto now = std::chrono::steady_clock::now();
+  if (now < next_accept_) return true;
   while (reading_.size() < kMaxReading) {
     TcpStream stream;
     if (!listener_->accept(&stream, error)) return false;
-    if (!stream.valid()) return true;
+    if (!stream.valid()) {
+      next_accept_ = now + kAcceptInterval;
+      return true;
+    }
     Reading reading;
     reading.arrival.stream = std::move(stream);
     reading.deadline = std::chrono::steady_clock::now() + timeout_;

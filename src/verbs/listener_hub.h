@@ -45,6 +45,7 @@ class ListenerHub {
 
   // Connections read at once at most; later ones wait in the backlog.
   static constexpr size_t kMaxReading = 1024;
+  static constexpr std::chrono::microseconds kAcceptInterval{200};
 
  private:
   ListenerHub(std::unique_ptr<TcpListener> listener, int connect_timeout_ms)
@@ -61,6 +62,9 @@ class ListenerHub {
 
   std::mutex mutex_;
   std::unique_ptr<TcpListener> listener_;
+  // An accept that finds nothing costs the kernel a socket made and freed:
+  // after one, the next waits kAcceptInterval (accept() is polled).
+  std::chrono::steady_clock::time_point next_accept_{};
   std::chrono::milliseconds timeout_;
   std::vector<Reading> reading_;
   std::unordered_map<uint32_t, std::vector<Arrival>> ready_;  // by open listen id

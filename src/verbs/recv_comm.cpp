@@ -93,7 +93,8 @@ bool VerbsRecvComm::connect(const ConnectionInfo& remote, ConnectionInfo* local,
 }
 
 SetupProgress VerbsRecvComm::advance_setup(std::string* error) {
-  SetupProgress progress = exchange_.advance(stream(), error);
+  if (set_up()) return SetupProgress::Done;
+  SetupProgress progress = exchange_.advance(carrier(), error);
   if (progress == SetupProgress::Done) watch_peer(remote_.process);
   return progress;
 }

@@ -10,7 +10,7 @@
 
 #include "core/flush_method.h"
 #include "verbs/data_comm.h"
-#include "verbs/side_channel.h"
+#include "verbs/setup_exchange.h"
 
 namespace weft::verbs {
 
@@ -65,7 +65,7 @@ class VerbsRecvComm final : public VerbsDataComm<RecvComm> {
   bool split_data_ = false;
   uint32_t sequence_ = 0;
   std::array<Slot, kFifoSlots> slots_;
-  SideChannelExchange exchange_;
+  SetupExchange exchange_;
   QueuePairs flush_qps_;  // two queue pairs connected to each other
   std::array<VerbsRequest*, kMaxRequests> flushes_ = {};
   int flushes_pending_ = 0;

@@ -87,7 +87,8 @@ ConnectionInfo VerbsSendComm::local_info() const {
 }
 
 SetupProgress VerbsSendComm::advance_setup(std::string* error) {
-  SetupProgress progress = exchange_.advance(stream(), error);
+  if (set_up()) return SetupProgress::Done;
+  SetupProgress progress = exchange_.advance(carrier(), error);
   if (progress == SetupProgress::Done) watch_peer(remote_.process);
   return progress;
 }

@@ -9,7 +9,7 @@
 #include <chrono>
 
 #include "verbs/data_comm.h"
-#include "verbs/side_channel.h"
+#include "verbs/setup_exchange.h"
 
 namespace weft::verbs {
 
@@ -72,7 +72,7 @@ class VerbsSendComm final : public VerbsDataComm<SendComm> {
   uint32_t sequence_ = 0;
   std::array<Slot, kFifoSlots> slots_;
   ConnectionInfo remote_;
-  SideChannelExchange exchange_;
+  SetupExchange exchange_;
   // Work requests of one queue pair's share of a group: data writes, the
   // sizes write and the write with immediate.
   ibv_send_wr wrs_[kMaxRecvs + 2] = {};

@@ -172,23 +172,26 @@ ncclResult_t VerbsTransport::listen(int dev, void* handle, ListenComm** listen_c
   if (ncclResult_t result = listener_hub(port->name(), &hub); result != ncclSuccess) return result;
   uint32_t listen_id = next_listen_id_.fetch_add(1) & kMaxCommId;
   if (listen_id == 0) listen_id = next_listen_id_.fetch_add(1) & kMaxCommId;
+  RecvOptions options;
+  options.links = peer_links();
+  // Connectors with links of their own send their info to this mailbox,
+  // over the link to this process, instead of connecting to the hub.
+  const uint32_t mailbox = options.links ? options.links->open_mailbox() : 0;
   ListenHandle encoded;
   encoded.transport = TransportId::Verbs;
   encoded.fingerprint = fingerprint(dev);
   encoded.listen_id = listen_id;
-  encoded.payload_size = SocketAddress::kPackedSize;
-  hub->address().pack(encoded.payload);
+  encode_listen_payload(hub->address(), options.links ? options.links->identity() : PeerIdentity{},
+                        mailbox, &encoded);
   encode_handle(encoded, handle);
-  RecvOptions options;
   options.qp_settings = qp_settings(nullptr);
   // Every verbs port reads through a loopback queue pair; cuda is taken as
   // asked (iflush names a driver without cuFlushGPUDirectRDMAWrites).
   options.flush = choose_flush(params_.gdr_flush, true, true);
   options.peer_timeout_ms = static_cast<int>(params_.peer_timeout_ms);
-  options.links = peer_links();
-  WEFT_INFO(NCCL_NET, "%s: listener %u on %s", port->name().c_str(), listen_id,
-            hub->address().text().c_str());
-  *listen_comm = new VerbsListenComm(std::move(port), std::move(hub), listen_id, options,
+  WEFT_INFO(NCCL_NET, "%s: listener %u on %s, mailbox %u", port->name().c_str(), listen_id,
+            hub->address().text().c_str(), mailbox);
+  *listen_comm = new VerbsListenComm(std::move(port), std::move(hub), listen_id, mailbox, options,
                                      static_cast<int>(params_.connect_timeout_ms));
   return ncclSuccess;
 }
@@ -212,12 +215,12 @@ ncclResult_t VerbsTransport::connect(int dev, const CommConfig& config, void* ha
   };
   auto build = [&](const ListenHandle& decoded, std::unique_ptr<VerbsSendComm>* out) {
     std::string error;
-    SocketAddress peer;
-    if (!SocketAddress::unpack(decoded.payload, decoded.payload_size, &peer, &error)) {
-      WEFT_WARN("connect on %s: bad side-channel address in the handle: %s", port->name().c_str(),
-                error.c_str());
+    ListenPayload listener;
+    if (!decode_listen_payload(decoded, &listener, &error)) {
+      WEFT_WARN("connect on %s: bad handle: %s", port->name().c_str(), error.c_str());
       return ncclInvalidArgument;
     }
+    const SocketAddress& peer = listener.hub;
     SendOptions options;
     options.qp_count = static_cast<int>(params_.ib_qps_per_connection);
     options.split_data = params_.ib_split_data_on_qps;
@@ -232,7 +235,21 @@ ncclResult_t VerbsTransport::connect(int dev, const CommConfig& config, void* ha
     setup.peer_name = peer.text();
     setup.peer_timeout_ms = static_cast<int>(params_.peer_timeout_ms);
     setup.links = peer_links();
-    if (!TcpStream::connect(peer, &setup.stream, &error)) {
+    // Over the link to the listener's process where both have links (one
+    // connection for all the comms between two processes); else a TCP
+    // connection to its hub for this comm alone.
+    if (setup.links && listener.mailbox != 0) {
+      std::shared_ptr<PeerLink> link = setup.links->link_to(listener.process, peer.text());
+      std::string why;
+      if (link && link->usable(&why)) {
+        setup.link = std::move(link);
+        setup.peer_mailbox = listener.mailbox;
+      } else if (link) {
+        WEFT_INFO(NCCL_NET, "connect on %s to %s over its own connection: %s", port->name().c_str(),
+                  peer.text().c_str(), why.c_str());
+      }
+    }
+    if (!setup.link && !TcpStream::connect(peer, &setup.stream, &error)) {
       WEFT_WARN("connect on %s: %s", port->name().c_str(), error.c_str());
       return ncclRemoteError;
     }

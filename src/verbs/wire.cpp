@@ -38,6 +38,44 @@ bool all_zero(const uint8_t* bytes, size_t size) {
 
 }  // namespace
 
+void encode_listen_payload(const SocketAddress& hub, const PeerIdentity& process, uint32_t mailbox,
+                           ListenHandle* handle) {
+  hub.pack(handle->payload);
+  handle->payload_size = SocketAddress::kPackedSize;
+  if (mailbox == 0 || process.token == 0) return;
+  process.pack(handle->payload + SocketAddress::kPackedSize);
+  put_le32(handle->payload + SocketAddress::kPackedSize + PeerIdentity::kPackedSize, mailbox);
+  handle->payload_size = kListenPayloadSize;
+}
+
+bool decode_listen_payload(const ListenHandle& handle, ListenPayload* out, std::string* error) {
+  *out = ListenPayload{};
+  if (handle.payload_size != SocketAddress::kPackedSize &&
+      handle.payload_size != kListenPayloadSize) {
+    *error = "verbs handle payload of " + std::to_string(handle.payload_size) + " bytes (" +
+             std::to_string(SocketAddress::kPackedSize) + " or " +
+             std::to_string(kListenPayloadSize) + " expected)";
+    return false;
+  }
+  std::string problem;
+  if (!SocketAddress::unpack(handle.payload, SocketAddress::kPackedSize, &out->hub, &problem)) {
+    *error = "side-channel address: " + problem;
+    return false;
+  }
+  if (handle.payload_size == SocketAddress::kPackedSize) return true;
+  const uint8_t* rest = handle.payload + SocketAddress::kPackedSize;
+  if (!PeerIdentity::unpack(rest, PeerIdentity::kPackedSize, &out->process, &problem)) {
+    *error = problem;
+    return false;
+  }
+  out->mailbox = get_le32(rest + PeerIdentity::kPackedSize);
+  if (out->process.token == 0 || out->mailbox == 0) {
+    *error = "a listener's link identity with token or mailbox 0";
+    return false;
+  }
+  return true;
+}
+
 void encode_connection_info(const ConnectionInfo& info, uint8_t out[kConnectionInfoSize]) {
   std::memset(out, 0, kConnectionInfoSize);
   put_le32(out, kInfoMagic);

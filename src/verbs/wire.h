@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <string>
 
+#include "core/handle_header.h"
 #include "core/peer_links.h"
 #include "weft/transport.h"
 
@@ -53,6 +54,21 @@ struct ConnectionInfo {
   // side channel once connected: no fd per comm.
   PeerIdentity process;
 };
+
+// The listen handle's payload: the listener hub's address (a packed socket
+// address, 24 bytes); where the listening process has liveness links, then
+// its identity (32) and the listen comm's mailbox (u32 little-endian, not
+// 0): 24 or 60 bytes.
+struct ListenPayload {
+  SocketAddress hub;
+  PeerIdentity process;  // token 0: connect to the hub
+  uint32_t mailbox = 0;
+};
+constexpr size_t kListenPayloadSize = SocketAddress::kPackedSize + PeerIdentity::kPackedSize + 4;
+// `mailbox` 0: the hub's address alone.
+void encode_listen_payload(const SocketAddress& hub, const PeerIdentity& process, uint32_t mailbox,
+                           ListenHandle* handle);
+bool decode_listen_payload(const ListenHandle& handle, ListenPayload* out, std::string* error);
 
 constexpr size_t kConnectionInfoSize = 160;
 void encode_connection_info(const ConnectionInfo& info, uint8_t out[kConnectionInfoSize]);
