@@ -7,6 +7,7 @@
 
 #include <arpa/inet.h>
 
+#include <atomic>
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <cstring>
@@ -381,4 +382,57 @@ TEST_CASE("a link that cannot be opened refuses messages, saying why", "[unit][p
   CHECK_FALSE(link->usable(&why));
   CHECK_THAT(why, Catch::Contains("no link to refused") && Catch::Contains("refused"));
   CHECK_FALSE(link->send(7, 1, 0, {}, &why));
+}
+
+TEST_CASE("threads send, pump and answer on shared links at once", "[unit][peer_links]") {
+  // As NCCL's threads may: two connect from one process while another
+  // thread of the other process answers, every call from its own thread.
+  auto a = open_links();
+  auto b = open_links();
+  const uint32_t b_box = b->open_mailbox();
+  constexpr int kPerThread = 500;
+  std::atomic<bool> stop{false};
+  std::thread answerer([&] {
+    LinkMessage message;
+    while (!stop.load()) {
+      b->pump();
+      while (b->take_message(b_box, &message)) {
+        std::shared_ptr<PeerLink> back = message.link.lock();
+        std::string why;
+        if (back) back->send(2, message.from, 0, message.payload, &why);
+      }
+      std::this_thread::yield();
+    }
+  });
+  auto client = [&](int id, int* answered) {
+    const uint32_t box = a->open_mailbox();
+    std::shared_ptr<PeerLink> link = a->link_to(b->identity(), "b");
+    for (int i = 0; i < kPerThread; ++i) {
+      uint8_t payload[8];
+      std::memcpy(payload, &id, 4);
+      std::memcpy(payload + 4, &i, 4);
+      std::string why;
+      if (!link->send(1, b_box, box, payload, &why,
+                      i % 2 ? PeerLink::Flush::kPump : PeerLink::Flush::kNow)) {
+        return;
+      }
+      LinkMessage answer;
+      if (!wait_message(*a, box, &answer)) return;
+      if (answer.kind != 2 || answer.payload.size() != 8 ||
+          std::memcmp(answer.payload.data(), payload, 8) != 0) {
+        return;
+      }
+      ++*answered;
+    }
+    a->close_mailbox(box);
+  };
+  int answered[2] = {0, 0};
+  std::thread first(client, 1, &answered[0]);
+  std::thread second(client, 2, &answered[1]);
+  first.join();
+  second.join();
+  stop.store(true);
+  answerer.join();
+  CHECK(answered[0] == kPerThread);
+  CHECK(answered[1] == kPerThread);
 }
