@@ -309,13 +309,7 @@ void PeerLink::service_locked(int fd) {
     bool dropped = false;
     std::string gone = step(connection, &dropped);
     if (!gone.empty()) {
-      health_ = Health::kGone;
-      reason_ = gone;
-      // Its sockets stay open (and readable) but are no longer watched.
-      if (router_) {
-        for (const auto& each : connections_) router_->forget(each->stream.fd());
-      }
-      busy_.store(false, std::memory_order_release);
+      mark_gone_locked(gone);
       return;
     }
     if (dropped) {
@@ -327,6 +321,16 @@ void PeerLink::service_locked(int fd) {
   }
   health_ = verdict;
   update_busy_locked();
+}
+
+void PeerLink::mark_gone_locked(const std::string& reason) {
+  health_ = Health::kGone;
+  reason_ = reason;
+  // Its sockets stay open (and readable) but are no longer watched.
+  if (router_) {
+    for (const auto& each : connections_) router_->forget(each->stream.fd());
+  }
+  busy_.store(false, std::memory_order_release);
 }
 
 void PeerLink::service(int fd) {
@@ -380,8 +384,7 @@ bool PeerLink::send(uint8_t kind, uint32_t to, uint32_t from, std::span<const ui
   append_message(&carrier->out, kind, to, from, payload);
   if (carrier->state == Connection::State::kUp && when == Flush::kNow) {
     if (std::string gone = flush(*carrier); !gone.empty()) {
-      health_ = Health::kGone;
-      reason_ = gone;
+      mark_gone_locked(gone);
       *why = "the peer is gone: " + gone;
       return false;
     }
@@ -507,6 +510,9 @@ void PeerLinks::close_mailbox(uint32_t id) {
 }
 
 bool PeerLinks::take_message(uint32_t id, LinkMessage* out) {
+  // A pump for another mailbox may have brought it already.
+  if (router_->mailboxes.take(id, out)) return true;
+  pump();
   return router_->mailboxes.take(id, out);
 }
 

@@ -128,6 +128,8 @@ class PeerLink : public std::enable_shared_from_this<PeerLink> {
   // or (fd -1) this link has connections to finish or messages to send.
   void service(int fd);
   void add_locked(std::unique_ptr<Connection> connection);
+  // The verdict kGone, for good: its sockets are no longer watched.
+  void mark_gone_locked(const std::string& reason);
   void drop_locked(size_t index);
   bool usable_locked(std::string* why) const;
   void update_busy_locked();
@@ -163,7 +165,8 @@ class PeerLinks {
   uint32_t open_mailbox();
   // Closes it; each message that waited there unread is answered kNoMailbox.
   void close_mailbox(uint32_t id);
-  // The oldest message waiting in mailbox `id` (pump() reads them in).
+  // The oldest message waiting in mailbox `id`; when none waits, pump()s
+  // once and looks again.
   bool take_message(uint32_t id, LinkMessage* out);
   // Accepts links, reads the messages that arrived on any link and sends
   // what waits to be sent: one epoll_wait when nothing happened. At most

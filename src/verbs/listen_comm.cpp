@@ -37,14 +37,8 @@ ncclResult_t VerbsListenComm::start_accepting(ConnectionSetup setup, const uint8
 ncclResult_t VerbsListenComm::take_new_connections() {
   if (accepting_.size() >= kMaxAccepting) return ncclSuccess;
   if (mailbox_ != 0) {
-    // A pump for another comm may have brought them already.
     LinkMessage message;
-    auto take = [&] {
-      if (options_.links->take_message(mailbox_, &message)) return true;
-      options_.links->pump();
-      return options_.links->take_message(mailbox_, &message);
-    };
-    while (accepting_.size() < kMaxAccepting && take()) {
+    while (accepting_.size() < kMaxAccepting && options_.links->take_message(mailbox_, &message)) {
       std::shared_ptr<PeerLink> link = message.link.lock();
       if (!link) continue;  // its link is gone: so is the connector
       if (message.kind != static_cast<uint8_t>(ExchangeCarrier::Part::kInfo) ||

@@ -53,14 +53,8 @@ SetupProgress LinkCarrier::send(Part part, std::span<const uint8_t> bytes, std::
 }
 
 SetupProgress LinkCarrier::receive(Part part, std::span<uint8_t> bytes, std::string* error) {
-  // A pump for another comm may have brought it already.
   LinkMessage message;
-  bool arrived = links_->take_message(own_mailbox_, &message);
-  if (!arrived) {
-    links_->pump();
-    arrived = links_->take_message(own_mailbox_, &message);
-  }
-  if (!arrived) {
+  if (!links_->take_message(own_mailbox_, &message)) {
     std::string why;
     if (link_->usable(&why)) return SetupProgress::Pending;
     *error =
@@ -79,9 +73,14 @@ SetupProgress LinkCarrier::receive(Part part, std::span<uint8_t> bytes, std::str
              std::to_string(bytes.size()) + " bytes) was due";
     return SetupProgress::Failed;
   }
+  // The info is answered (with the ready byte, or the receiver's info):
+  // to where the peer's comm listens.
+  if (part == Part::kInfo && message.from == 0) {
+    *error = link_->name() + " sent its connection info from mailbox 0, which takes no answer";
+    return SetupProgress::Failed;
+  }
   std::memcpy(bytes.data(), message.payload.data(), bytes.size());
-  // Answers go where the peer's comm listens.
-  peer_mailbox_ = message.from;
+  if (message.from != 0) peer_mailbox_ = message.from;
   return SetupProgress::Done;
 }
 
