@@ -34,6 +34,11 @@
   WEFT_PARAM(ofi_eager_buffers, "WEFT_OFI_EAGER_BUFFERS", Int, "8", 1, 255,                        \
              "rdma protocol: bounce buffers a receive comm keeps posted for eager messages. "      \
              "It starts with 2 and takes the rest once eager messages fill every one at once.")    \
+  WEFT_PARAM(ofi_control_sends, "WEFT_OFI_CONTROL_SENDS", Int, "256", 64, 4096,                    \
+             "rdma protocol, where the provider cannot inject them (tcp;ofi_rxm): "                \
+             "clear-to-sends on their way at once per endpoint, all comms together. Each holds "   \
+             "a registered copy, and the provider a send buffer, until it completes; more wait "   \
+             "for a later call.")                                                                  \
   WEFT_PARAM_ENUM(rail_grouping, "WEFT_RAIL_GROUPING", "pci", "pci|all|off",                       \
                   "Which NICs weft reports to NCCL as one multi-rail device. pci: the ports "      \
                   "(PCI functions) of one card, as NCCL's NIC fusion does; all: every NIC of "     \

@@ -14,6 +14,7 @@
 #include "ofi/gpu_support.h"
 #include "ofi/provider_discovery.h"
 #include "ofi/provider_quirks.h"
+#include "ofi/rdma_wire.h"
 #include "weft/log.h"
 
 namespace weft::ofi {
@@ -164,6 +165,11 @@ ncclResult_t Endpoint::open(const fi_info* info, const std::string& device_name,
     ncclResult_t result = endpoint->open_message_pool();
     if (result != ncclSuccess) return result;
   }
+  if (endpoint->rdma_) {
+    // Registered as clear-to-sends first need them, none for injecting providers.
+    endpoint->control_copies_ =
+        std::make_unique<ControlSendCopies>(*endpoint, kCtsMaxSize, options.control_sends);
+  }
   *out = std::move(endpoint);
   return ncclSuccess;
 }
@@ -235,6 +241,7 @@ Endpoint::~Endpoint() {
   // Close the endpoint first: after that no completion can reach an orphan.
   ep_.reset();
   orphans_.clear();
+  control_copies_.reset();
   if (flush_mr_ != nullptr) fi_close(&flush_mr_->fid);
   if (pool_mr_ != nullptr) fi_close(&pool_mr_->fid);
   av_.reset();

@@ -20,6 +20,7 @@
 #include "nccl/types.h"
 #include "ofi/completion.h"
 #include "ofi/completion_reorder.h"
+#include "ofi/control_send_copies.h"
 #include "ofi/fabric_ptr.h"
 #include "ofi/held_injects.h"
 #include "ofi/message_matcher.h"
@@ -56,6 +57,8 @@ struct EndpointOptions {
   WireMutation wire_mutation = WireMutation::kNone;
   size_t eager_size = 8192;
   int eager_buffers = 16;
+  // Clear-to-sends in flight per endpoint where they cannot be injected.
+  int control_sends = 256;
   uint64_t max_message = 1ull << 32;  // maxP2pBytes
   // RDMA protocol on a fabric without FI_TAGGED: weft matches the control
   // messages itself (message_matcher.h).
@@ -159,6 +162,9 @@ class Endpoint final : public Poller, public OrphanKeeper {
   bool rdma() const { return rdma_; }
   // Control messages are plain messages matched by weft, not the provider.
   bool weft_matching() const { return weft_matching_; }
+  // Control messages land in weft's message pool and are copied to the
+  // buffer their receive names (which needs no registration).
+  bool receives_pooled() const { return pooled_; }
   // Whether the target's completion of a write reports its length (libfabric
   // 1.17's tcp;ofi_rxm reports 0): otherwise senders add a size notice.
   bool write_lengths_reported() const { return write_lengths_reported_; }
@@ -170,6 +176,9 @@ class Endpoint final : public Poller, public OrphanKeeper {
   // Whether `size` bytes may go as an inject (no completion): only where the
   // provider is done with it on return (injects_done_on_return).
   bool may_inject(size_t size) const { return injects_ && size <= inject_size_; }
+  // Registered copies for control messages that cannot be injected (rdma
+  // protocol only).
+  ControlSendCopies& control_copies() { return *control_copies_; }
   WireMutation wire_mutation() const { return wire_mutation_; }
   const cuda::Driver* cuda() const { return gpu_memory_ ? cuda_ : nullptr; }
   bool gpu_memory() const { return gpu_memory_; }
@@ -268,6 +277,7 @@ class Endpoint final : public Poller, public OrphanKeeper {
   std::unique_ptr<OpContext[]> pool_ops_;
   std::vector<int> unposted_;  // pool slots to post again (return_pool_slot, or EAGAIN)
   std::unique_ptr<MessageMatcher> matcher_;
+  std::unique_ptr<ControlSendCopies> control_copies_;
   // Target of flush reads, registered once; fi_addr of this endpoint.
   uint64_t flush_buffer_[8] = {};
   fid_mr* flush_mr_ = nullptr;

@@ -310,6 +310,7 @@ ncclResult_t OfiTransport::endpoint_for(int rail, std::shared_ptr<Endpoint>* out
     options.weft_matching = options.rdma && device.protocol.weft_matching;
     options.eager_size = static_cast<size_t>(params_.ofi_eager_size);
     options.eager_buffers = static_cast<int>(params_.ofi_eager_buffers);
+    options.control_sends = static_cast<int>(params_.ofi_control_sends);
     options.max_message = device.discovered.properties.max_p2p_bytes;
     options.reorder_window = static_cast<int>(params_.ofi_test_reorder);
     options.reorder_seed = static_cast<uint64_t>(params_.ofi_test_reorder_seed);

@@ -75,7 +75,6 @@ RdmaRecvPath::~RdmaRecvPath() {
   }
   for (void* region : bounce_regions_)
     deregister_memory(&endpoint_, endpoint_.device_name(), region);
-  deregister_memory(&endpoint_, endpoint_.device_name(), cts_region_);
 }
 
 ncclResult_t RdmaRecvPath::add_bounce_block(int block, int first, int last) {
@@ -104,16 +103,6 @@ void RdmaRecvPath::grow_bounces() {
   // Once per comm at most.
   WEFT_INFO(NCCL_NET, "%s: eager receives from %s now use %d buffers (were %d, all full at once)",
             endpoint_.device_name().c_str(), peer_.name.c_str(), bounce_count_, first_bounces_);
-}
-
-ncclResult_t RdmaRecvPath::make_cts_buffers() {
-  const size_t size = kRdmaSlots * cts_stride_;
-  cts_buffers_.reset(new (std::nothrow) uint8_t[size]());
-  if (!cts_buffers_) return ncclSystemError;
-  ncclResult_t result =
-      register_memory(endpoint_, cts_buffers_.get(), size, MemorySource{}, &cts_region_);
-  if (result != ncclSuccess) cts_buffers_.reset();
-  return result;
 }
 
 ncclResult_t RdmaRecvPath::start() {
@@ -278,18 +267,26 @@ bool RdmaRecvPath::send_cts(int s) {
     int b = 0;
     while (b < kRdmaSlots && cts_sends_[b].busy.load(std::memory_order_acquire)) ++b;
     if (b == kRdmaSlots) return false;  // all on their way: a later call
-    if (!cts_buffers_ && make_cts_buffers() != ncclSuccess) {
+    ControlSendCopies& copies = endpoint_.control_copies();
+    ControlSendCopies::Copy copy;
+    const ControlSendCopies::Take taken = copies.take(&copy);
+    if (taken == ControlSendCopies::Take::kNone) return false;  // the endpoint's are all out
+    if (taken == ControlSendCopies::Take::kFailed) {
       req->on_error(kCtsOp, FI_ENOMEM, 0, "no registered memory for the clear-to-send");
       return true;
     }
     CtsSend& send = cts_sends_[b];
-    std::memcpy(cts_buffer(b), bytes, cts_bytes);
+    std::memcpy(copy.bytes, bytes, cts_bytes);
     send.request_slot = s;
     send.group_seq = slot_at(s).group_seq;
+    send.copy = copy.index;
     send.busy.store(true, std::memory_order_release);
-    rc = endpoint_.send(cts_buffer(b), cts_bytes, descriptor_of(cts_region_), peer_.address,
+    rc = endpoint_.send(copy.bytes, cts_bytes, copy.descriptor, peer_.address,
                         cts_tag(peer_.remote_comm_id), &send.op);
-    if (rc != 0) send.busy.store(false, std::memory_order_release);
+    if (rc != 0) {
+      copies.give_back(copy.index);
+      send.busy.store(false, std::memory_order_release);
+    }
   }
   if (rc == 0) {
     req->complete_now(kCtsOp);
@@ -305,11 +302,15 @@ bool RdmaRecvPath::send_cts(int s) {
 }
 
 void RdmaRecvPath::CtsTarget::on_complete(uint32_t slot, size_t, const uint64_t*) {
-  path->cts_sends_[slot].busy.store(false, std::memory_order_release);
+  CtsSend& send = path->cts_sends_[slot];
+  path->endpoint_.control_copies().give_back(send.copy);
+  send.busy.store(false, std::memory_order_release);
 }
 
 void RdmaRecvPath::CtsTarget::on_error(uint32_t slot, int error, size_t, const char*) {
   CtsSend& send = path->cts_sends_[slot];
+  // The provider is done with the copy either way.
+  path->endpoint_.control_copies().give_back(send.copy);
   if (error == FI_ECANCELED) {  // closing
     send.busy.store(false, std::memory_order_release);
     return;

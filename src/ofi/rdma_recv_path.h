@@ -120,14 +120,16 @@ class RdmaRecvPath final : public CompletionOwner,
     void on_error(uint32_t slot, int error, size_t overflow_length, const char* text) override;
     RdmaRecvPath* path;
   };
-  // A clear-to-send on its way (slot = its buffer in cts_buffers_). Its
-  // receive does not wait for the send's completion: once eager messages
-  // filled it, the receive is done even if the sender closed meanwhile and
-  // the send to it takes seconds to fail. The buffer stays taken until then.
+  // A clear-to-send on its way, sent from the endpoint's copy `copy`
+  // (control_send_copies.h). Its receive does not wait for the send's
+  // completion: once eager messages filled it, the receive is done even if
+  // the sender closed meanwhile and the send to it takes seconds to fail.
+  // The copy stays taken until then.
   struct CtsSend {
     OpContext op;
     std::atomic<bool> busy{false};
     std::atomic<bool> lost{false};  // failed; judged by the comm's thread
+    int copy = -1;
     int error = 0;
     int request_slot = 0;
     uint32_t group_seq = 0;
@@ -155,8 +157,6 @@ class RdmaRecvPath final : public CompletionOwner,
   uint8_t* unsent_cts(int s) { return slot_at(s).unsent_cts.get(); }
   // Registered copies of clear-to-sends on their way, by CtsSend; only for
   // providers that cannot inject them, so allocated on first use.
-  uint8_t* cts_buffer(int send) { return cts_buffers_.get() + send * cts_stride_; }
-  ncclResult_t make_cts_buffers();
   ncclResult_t post_bounce(int index);
   // Sends the clear-to-send of slot `s` (encoded in unsent_cts(s)) from a
   // free buffer; a failure to post fails its request. False when the
@@ -213,7 +213,6 @@ class RdmaRecvPath final : public CompletionOwner,
   // Sized for this connection's rails, not kMaxRails: 276 bytes instead
   // of 1,172 on one rail.
   size_t cts_stride_;
-  std::unique_ptr<uint8_t[]> cts_buffers_;
   CtsSend cts_sends_[kRdmaSlots];
   CtsTarget cts_target_{this};
   std::atomic<int> lost_cts_{0};
@@ -239,7 +238,6 @@ class RdmaRecvPath final : public CompletionOwner,
   uint32_t head_polls_ = 0;
   uint64_t placed_ = 0;  // eager messages placed, to tell an idle progress()
   std::chrono::steady_clock::time_point head_since_{};
-  void* cts_region_ = nullptr;
   CopyTarget copy_target_{this};
   // slots_ (and allocating its chunks): the comm's thread and the polling thread
   std::mutex state_mutex_;

@@ -25,8 +25,8 @@ RdmaSendPath::RdmaSendPath(std::vector<RdmaRail> rails, PathPeer peer, size_t ea
       eager_ahead_(eager_ahead(endpoint_.weft_matching())),
       size_notices_(size_notices),
       cts_stride_(cts_size(kRdmaMaxEntries, static_cast<int>(rails_.size()))),
-      cts_bytes_(kCtsBuffers * cts_stride_),
-      remote_targets_(kRdmaSlots * kRdmaMaxEntries * 2 * rails_.size()),
+      cts_bytes_(new uint8_t[kCtsBuffers * cts_stride_]),
+      remote_targets_(new uint64_t[kRdmaSlots * kRdmaMaxEntries * 2 * rails_.size()]),
       probe_deadline_(probe_deadline) {
   for (int i = 0; i < kCtsBuffers; ++i) {
     cts_[i].op.target = this;
@@ -49,9 +49,12 @@ RdmaSendPath::~RdmaSendPath() {
 }
 
 ncclResult_t RdmaSendPath::start() {
-  ncclResult_t result = register_memory(endpoint_, cts_bytes_.data(), cts_bytes_.size(),
-                                        MemorySource{}, &cts_region_);
-  if (result != ncclSuccess) return result;
+  ncclResult_t result = ncclSuccess;
+  if (!endpoint_.receives_pooled()) {
+    result = register_memory(endpoint_, cts_bytes_.get(), kCtsBuffers * cts_stride_, MemorySource{},
+                             &cts_region_);
+    if (result != ncclSuccess) return result;
+  }
   for (int i = 0; i < kCtsBuffers; ++i) {
     result = post_cts_receive(i);
     if (result != ncclSuccess) return result;

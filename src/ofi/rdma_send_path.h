@@ -137,7 +137,7 @@ class RdmaSendPath final : public CompletionOwner, public CompletionTarget {
   [[gnu::cold]] void fail_probe(const std::string& why);
   ncclResult_t poll_rails();
   int index_of(const SendRequest* request) const { return pool_.index_of(request); }
-  uint8_t* cts_bytes(int buffer) { return cts_bytes_.data() + buffer * cts_stride_; }
+  uint8_t* cts_bytes(int buffer) { return cts_bytes_.get() + buffer * cts_stride_; }
   // The header row of request `row` (kAbortRow, kProbeRow: the notices'),
   // registering its block on first use; null, logged, where that failed.
   uint8_t* header_row(int row);
@@ -145,7 +145,7 @@ class RdmaSendPath final : public CompletionOwner, public CompletionTarget {
   // Entry `entry` of group `group`: rails_.size() addresses, then as many keys.
   uint64_t* remote_target(const Group& group, int entry) {
     size_t position = static_cast<size_t>(&group - groups_) * kRdmaMaxEntries + entry;
-    return remote_targets_.data() + position * 2 * rails_.size();
+    return remote_targets_.get() + position * 2 * rails_.size();
   }
 
   std::vector<RdmaRail> rails_;
@@ -194,11 +194,14 @@ class RdmaSendPath final : public CompletionOwner, public CompletionTarget {
   std::atomic<uint32_t> cts_events_{0};
   uint32_t cts_events_seen_ = 0;
   bool cts_unsettled_ = true;
-  // Their registered bytes, cts_stride_ each: the largest clear-to-send on
-  // this connection's rails (a ninth of kMaxRails' on one rail).
+  // Their bytes, cts_stride_ each: the largest clear-to-send on this
+  // connection's rails (a ninth of kMaxRails' on one rail). Registered only
+  // where the provider receives into them; where weft's message pool takes
+  // every control message (each rdma endpoint today) they are copied to, and
+  // neither they nor remote_targets_ are touched before use.
   size_t cts_stride_;
-  std::vector<uint8_t> cts_bytes_;
-  std::vector<uint64_t> remote_targets_;
+  std::unique_ptr<uint8_t[]> cts_bytes_;
+  std::unique_ptr<uint64_t[]> remote_targets_;
   // Eager headers and size notices, a row per request, in two registered
   // blocks allocated on first use (under the provider's matching a
   // message's index and tag usually travel in its immediate instead): the
