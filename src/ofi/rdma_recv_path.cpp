@@ -49,11 +49,6 @@ RdmaRecvPath::RdmaRecvPath(std::vector<Endpoint*> rails, PathPeer peer, size_t e
   const uint32_t window = eager_ahead(endpoint_.weft_matching());
   deferrable_entries_ = static_cast<int>(std::min<uint32_t>(kRdmaMaxEntries, window / 2));
   skip_limit_ = window - static_cast<uint32_t>(deferrable_entries_);
-  // Under weft's matching clear-to-sends reach the sender in any order, and
-  // skipping there failed one CI run (conformance.efa-auto.inflight: the
-  // sender's groups out of step). Until that is understood, every held
-  // clear-to-send goes at the next call, as before wire version 4.
-  if (endpoint_.weft_matching()) skip_limit_ = 0;
   // Under weft's matching eager data goes behind a header, in two iovecs:
   // without them the sender writes every message (the peer runs the same
   // provider, so our limit is its limit).
