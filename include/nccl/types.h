@@ -53,7 +53,42 @@ typedef void (*ncclDebugLogger_t)(ncclDebugLogLevel level, unsigned long flags, 
 typedef ncclResult_t (*ncclProfilerCallback_t)(void** eHandle, int type, void* phandle,
                                                int64_t pluginId, void* extData);
 
-typedef enum { NCCL_NET_DEVICE_HOST = 0, NCCL_NET_DEVICE_UNPACK = 1 } ncclNetDeviceType;
+// What a net plugin passes to that callback (docs/profiler.md): the event
+// kinds, the plugin id (type in the high 16 bits, descriptor version in the
+// low 16), and the IB form of the descriptor, which NCCL's profilers decode.
+enum {
+  ncclProfilerNetEventStart = 0,
+  ncclProfilerNetEventStop = 1,
+  ncclProfilerNetEventUpdate = 2,
+  ncclProfilerNetEventUpdateAndStop = 3
+};
+#define NCCL_PROFILER_NET_TYPE_IB (1 << 16)
+#define NCCL_PROFILER_NET_TYPE_SOCK (2 << 16)
+#define NCCL_PROFILER_NET_IB_VER 1
+enum { ncclProfileQp = 1 << 0 };
+
+typedef struct {
+  uint8_t type;  // ncclProfileQp
+  union {
+    struct {
+      int device;  // the device index NCCL uses
+      uint64_t wr_id;
+      int opcode;
+      int qpNum;
+      size_t length;
+    } qp;
+  };
+} ncclProfilerNetIbDescr_v1_t;
+
+typedef enum {
+  NCCL_NET_DEVICE_HOST = 0,
+  NCCL_NET_DEVICE_UNPACK = 1,
+  // One-sided plugins (docs/nccl-one-sided-abi.md): NCCL's CPU proxy
+  // drives the plugin's puts; the GPU drives the NIC itself (2.30).
+  NCCL_NET_DEVICE_GIN_PROXY = 2,
+  NCCL_NET_DEVICE_GIN_GDAKI = 3,
+  NCCL_NET_DEVICE_GIN_GPI = 4
+} ncclNetDeviceType;
 
 typedef struct {
   ncclNetDeviceType netDeviceType;
