@@ -53,8 +53,8 @@ class NetClient {
   std::string library_path() const;  // the file dlopen loaded, symlinks resolved
 
   // init: v6-v10 once per process; v11+ creates a ctx (commId, config with
-  // trafficClass -1). `logger` may be nullptr.
-  ncclResult_t init(ncclDebugLogger_t logger = nullptr);
+  // trafficClass -1). `logger` may be nullptr; `profiler` goes to v10+.
+  ncclResult_t init(ncclDebugLogger_t logger = nullptr, ncclProfilerCallback_t profiler = nullptr);
   ncclResult_t finalize();  // v11+: finalize(ctx); older: no-op
   ncclResult_t devices(int* ndev);
   ncclResult_t properties(int dev, NetDeviceInfo* info);
@@ -67,10 +67,11 @@ class NetClient {
   ncclResult_t reg_mr(void* comm, void* data, size_t size, int type, void** mhandle);
   ncclResult_t dereg_mr(void* comm, void* mhandle);
   // size must fit in int for v6-v8 (else ncclInvalidArgument without calling).
+  // phandle(s): the profiler parents of v10+ (ignored before).
   ncclResult_t isend(void* send_comm, void* data, size_t size, int tag, void* mhandle,
-                     void** request);
+                     void** request, void* phandle = nullptr);
   ncclResult_t irecv(void* recv_comm, int n, void** data, size_t* sizes, int* tags, void** mhandles,
-                     void** request);
+                     void** request, void** phandles = nullptr);
   ncclResult_t iflush(void* recv_comm, int n, void** data, int* sizes, void** mhandles,
                       void** request);
   ncclResult_t test(void* request, int* done, int* sizes);

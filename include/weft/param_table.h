@@ -165,6 +165,11 @@
              "Network interfaces for the verbs transport's connection side channel and the "       \
              "liveness links, in NCCL_SOCKET_IFNAME syntax (prefixes; ^ excludes; = exact). "      \
              "Empty: the first up, non-loopback interface.")                                       \
+  WEFT_PARAM_ENUM(net_profiler, "WEFT_NET_PROFILER", "auto", "auto|on|off",                         \
+                  "Network events for NCCL's profiler (net ABI v10+): each isend and each "        \
+                  "receive of an irecv starts an event under NCCL's proxy step and stops it when " \
+                  "test() reports it done (IB v1 \"Qp\" events, docs/profiler.md). auto: on when " \
+                  "NCCL_PROFILER_PLUGIN names a profiler; off costs nothing per message.")          \
   WEFT_PARAM_ENUM(debug, "WEFT_DEBUG", "WARN", "NONE|WARN|INFO|TRACE",                             \
                   "Log level on stderr when weft runs outside NCCL (tools, tests). Inside NCCL, "  \
                   "NCCL_DEBUG decides.")

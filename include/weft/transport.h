@@ -46,11 +46,22 @@ struct CommConfig {
   int traffic_class = -1;  // -1: undefined
 };
 
+// Events NCCL's profiler started for one request (src/abi/net_profiler.h),
+// one per message of it.
+struct NetEventHandles {
+  int count = 0;
+  void* handles[8] = {};
+};
+
 class Request {
  public:
   virtual ~Request() = default;
   // sizes: one int per receive of the group (nullptr allowed).
   virtual ncclResult_t test(int* done, int* sizes) = 0;
+
+  // Made on the request's first profiled use and kept with it (requests are
+  // pooled): no allocation per message. Only the ABI layer touches it.
+  std::unique_ptr<NetEventHandles> net_events;
 };
 
 enum class CommKind : uint32_t { Send = 0x53454e44, Recv = 0x52454356, Listen = 0x4c49534e };
@@ -62,6 +73,8 @@ class Comm {
   explicit Comm(CommKind kind) : kind_(kind) {}
   virtual ~Comm() = default;
   CommKind kind() const { return kind_; }
+  // The device index NCCL named at listen or connect (profiler events).
+  int nccl_device = -1;
   // Ends the comm. Operations still in flight are cancelled or waited for;
   // a transport may keep their memory until its endpoint closes.
   virtual void close() { delete this; }

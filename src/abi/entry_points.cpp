@@ -4,6 +4,7 @@
 #include <mutex>
 #include <new>
 
+#include "abi/net_profiler.h"
 #include "abi/plugin_state.h"
 #include "weft/log.h"
 
@@ -48,7 +49,7 @@ DataComm* data_comm(void* comm, const char* what) {
 
 }  // namespace
 
-ncclResult_t init_process(ncclDebugLogger_t logger) {
+ncclResult_t init_process(ncclDebugLogger_t logger, ncclProfilerCallback_t profiler) {
   // Pre-v11 NCCL inits once per process and never finalizes: hold one
   // reference for the life of the process. A failed init may be retried.
   static std::mutex mutex;
@@ -56,18 +57,18 @@ ncclResult_t init_process(ncclDebugLogger_t logger) {
   return guarded("init", [&] {
     std::lock_guard<std::mutex> lock(mutex);
     if (held) return ncclSuccess;
-    ncclResult_t result = acquire_plugin(logger);
+    ncclResult_t result = acquire_plugin(logger, profiler);
     held = result == ncclSuccess;
     return result;
   });
 }
 
-ncclResult_t init_context(void** ctx, uint64_t comm_id, int traffic_class,
-                          ncclDebugLogger_t logger) {
+ncclResult_t init_context(void** ctx, uint64_t comm_id, int traffic_class, ncclDebugLogger_t logger,
+                          ncclProfilerCallback_t profiler) {
   return guarded("init", [&] {
     if (ctx == nullptr) return ncclInvalidArgument;
     *ctx = nullptr;
-    ncclResult_t result = acquire_plugin(logger);
+    ncclResult_t result = acquire_plugin(logger, profiler);
     if (result != ncclSuccess) return result;
     auto* context = new PluginContext();
     context->comm_id = comm_id;
@@ -131,6 +132,7 @@ ncclResult_t listen(int dev, void* handle, void** listen_comm) {
     if (!transport) return ncclInvalidUsage;
     ListenComm* comm = nullptr;
     ncclResult_t result = transport->listen(dev, handle, &comm);
+    if (comm != nullptr) comm->nccl_device = dev;
     *listen_comm = static_cast<Comm*>(comm);
     return result;
   });
@@ -144,6 +146,7 @@ ncclResult_t connect(const CommConfig& config, int dev, void* handle, void** sen
     if (!transport) return ncclInvalidUsage;
     SendComm* comm = nullptr;
     ncclResult_t result = transport->connect(dev, config, handle, &comm);
+    if (comm != nullptr) comm->nccl_device = dev;
     *send_comm = static_cast<Comm*>(comm);
     return result;
   });
@@ -157,6 +160,7 @@ ncclResult_t accept(void* listen_comm, void** recv_comm) {
     if (listener == nullptr) return ncclInvalidArgument;
     RecvComm* comm = nullptr;
     ncclResult_t result = listener->accept(&comm);
+    if (comm != nullptr) comm->nccl_device = listener->nccl_device;
     *recv_comm = static_cast<Comm*>(comm);
     return result;
   });
@@ -191,8 +195,8 @@ ncclResult_t dereg_mr(void* comm, void* mhandle) {
   });
 }
 
-ncclResult_t isend(void* send_comm, void* data, size_t size, int tag, void* mhandle,
-                   void** request) {
+ncclResult_t isend(void* send_comm, void* data, size_t size, int tag, void* mhandle, void** request,
+                   void* phandle) {
   return guarded("isend", [&] {
     if (request == nullptr) return ncclInvalidArgument;
     *request = nullptr;
@@ -201,12 +205,14 @@ ncclResult_t isend(void* send_comm, void* data, size_t size, int tag, void* mhan
     Request* req = nullptr;
     ncclResult_t result = comm->isend(data, size, tag, mhandle, &req);
     *request = req;
+    if (req != nullptr && phandle != nullptr && net_profiler_on())
+      start_send_event(*req, *comm, phandle, size);
     return result;
   });
 }
 
 ncclResult_t irecv(void* recv_comm, int n, void** data, const size_t* sizes, const int* tags,
-                   void** mhandles, void** request) {
+                   void** mhandles, void** request, void** phandles) {
   return guarded("irecv", [&] {
     if (request == nullptr) return ncclInvalidArgument;
     // NCCL may have left NCCL_NET_OPTIONAL_RECV_COMPLETION here: always overwrite.
@@ -216,6 +222,8 @@ ncclResult_t irecv(void* recv_comm, int n, void** data, const size_t* sizes, con
     Request* req = nullptr;
     ncclResult_t result = comm->irecv(n, data, sizes, tags, mhandles, &req);
     *request = req;
+    if (req != nullptr && phandles != nullptr && net_profiler_on())
+      start_recv_events(*req, *comm, n, phandles, sizes);
     return result;
   });
 }
@@ -237,7 +245,11 @@ ncclResult_t iflush(void* recv_comm, int n, void** data, const int* sizes, void*
 ncclResult_t test(void* request, int* done, int* sizes) {
   return guarded("test", [&] {
     if (request == nullptr || done == nullptr) return ncclInvalidArgument;
-    return static_cast<Request*>(request)->test(done, sizes);
+    auto* req = static_cast<Request*>(request);
+    ncclResult_t result = req->test(done, sizes);
+    // Done, the request is the comm's again; failed, NCCL stops asking.
+    if (*done != 0 || result != ncclSuccess) stop_net_events(*req);
+    return result;
   });
 }
 

@@ -9,9 +9,10 @@
 
 namespace weft::abi {
 
-ncclResult_t init_process(ncclDebugLogger_t logger);
-ncclResult_t init_context(void** ctx, uint64_t comm_id, int traffic_class,
-                          ncclDebugLogger_t logger);
+// `profiler`: v10+ init's callback (network events, net_profiler.h).
+ncclResult_t init_process(ncclDebugLogger_t logger, ncclProfilerCallback_t profiler = nullptr);
+ncclResult_t init_context(void** ctx, uint64_t comm_id, int traffic_class, ncclDebugLogger_t logger,
+                          ncclProfilerCallback_t profiler = nullptr);
 ncclResult_t finalize_context(void* ctx);
 ncclResult_t devices(int* ndev);
 ncclResult_t properties(int dev, DeviceProperties* props);
@@ -24,10 +25,11 @@ ncclResult_t reg_mr(void* comm, void* data, size_t size, int type, void** mhandl
 ncclResult_t reg_mr_dmabuf(void* comm, void* data, size_t size, int type, uint64_t offset, int fd,
                            void** mhandle);
 ncclResult_t dereg_mr(void* comm, void* mhandle);
-ncclResult_t isend(void* send_comm, void* data, size_t size, int tag, void* mhandle,
-                   void** request);
+// phandle(s): NCCL's profiler parents (v10+), nullptr before.
+ncclResult_t isend(void* send_comm, void* data, size_t size, int tag, void* mhandle, void** request,
+                   void* phandle = nullptr);
 ncclResult_t irecv(void* recv_comm, int n, void** data, const size_t* sizes, const int* tags,
-                   void** mhandles, void** request);
+                   void** mhandles, void** request, void** phandles = nullptr);
 ncclResult_t iflush(void* recv_comm, int n, void** data, const int* sizes, void** mhandles,
                     void** request);
 ncclResult_t test(void* request, int* done, int* sizes);

@@ -16,20 +16,21 @@ constexpr Net make_net() {
 
   if constexpr (V >= 11) {
     net.init = [](void** ctx, uint64_t comm_id, ncclNetCommConfig_v11_t* config,
-                  ncclDebugLogger_t logger, ncclProfilerCallback_t) {
-      return init_context(ctx, comm_id, config == nullptr ? -1 : config->trafficClass, logger);
+                  ncclDebugLogger_t logger, ncclProfilerCallback_t profiler) {
+      return init_context(ctx, comm_id, config == nullptr ? -1 : config->trafficClass, logger,
+                          profiler);
     };
     net.finalize = finalize_context;
     net.setNetAttr = [](void*, ncclNetAttr_v11_t*) {
-      // Hints only (expected peers, flows): nothing to tune yet.
+      // Hints only: nothing sizes from them (docs/one-sided.md says why).
       return ncclSuccess;
     };
   } else if constexpr (V == 10) {
-    net.init = [](ncclDebugLogger_t logger, ncclProfilerCallback_t) {
-      return init_process(logger);
+    net.init = [](ncclDebugLogger_t logger, ncclProfilerCallback_t profiler) {
+      return init_process(logger, profiler);
     };
   } else {
-    net.init = init_process;
+    net.init = [](ncclDebugLogger_t logger) { return init_process(logger); };
   }
 
   net.devices = devices;
@@ -88,11 +89,14 @@ constexpr Net make_net() {
   net.deregMr = dereg_mr;
 
   if constexpr (V >= 10) {
-    net.isend = [](void* comm, void* data, size_t size, int tag, void* mhandle, void*,
-                   void** request) { return isend(comm, data, size, tag, mhandle, request); };
+    net.isend = [](void* comm, void* data, size_t size, int tag, void* mhandle, void* phandle,
+                   void** request) {
+      return isend(comm, data, size, tag, mhandle, request, phandle);
+    };
     net.irecv = [](void* comm, int n, void** data, size_t* sizes, int* tags, void** mhandles,
-                   void**,
-                   void** request) { return irecv(comm, n, data, sizes, tags, mhandles, request); };
+                   void** phandles, void** request) {
+      return irecv(comm, n, data, sizes, tags, mhandles, request, phandles);
+    };
   } else if constexpr (V == 9) {
     net.isend = [](void* comm, void* data, size_t size, int tag, void* mhandle, void** request) {
       return isend(comm, data, size, tag, mhandle, request);

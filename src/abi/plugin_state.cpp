@@ -3,6 +3,7 @@
 #include <mutex>
 #include <string>
 
+#include "abi/net_profiler.h"
 #include "core/topology_offer.h"
 #include "weft/log.h"
 
@@ -29,7 +30,7 @@ ncclDebugLogLevel level_from_name(const std::string& name) {
 
 }  // namespace
 
-ncclResult_t acquire_plugin(ncclDebugLogger_t logger) {
+ncclResult_t acquire_plugin(ncclDebugLogger_t logger, ncclProfilerCallback_t profiler) {
   PluginState& s = state();
   std::lock_guard<std::mutex> lock(s.mutex);
   if (logger != nullptr) set_logger(logger);
@@ -44,6 +45,7 @@ ncclResult_t acquire_plugin(ncclDebugLogger_t logger) {
     return ncclInvalidArgument;
   }
   set_stderr_level(level_from_name(params.debug));
+  set_net_profiler(profiler, params.net_profiler);
   std::unique_ptr<Transport> transport;
   ncclResult_t result = make_transport(params, &transport);
   if (result != ncclSuccess) return result;

@@ -16,8 +16,9 @@ struct PluginContext {
   CommConfig config;
 };
 
-// Takes a reference; opens the transport on the first one.
-ncclResult_t acquire_plugin(ncclDebugLogger_t logger);
+// Takes a reference; opens the transport on the first one. `profiler`: the
+// callback of v10+ init (nullptr before).
+ncclResult_t acquire_plugin(ncclDebugLogger_t logger, ncclProfilerCallback_t profiler = nullptr);
 // Drops a reference; closes the transport at the last one. Comms still open
 // keep their own endpoints alive until they are closed.
 void release_plugin();

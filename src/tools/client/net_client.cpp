@@ -203,16 +203,16 @@ const char* NetClient::plugin_name() const {
   return name != nullptr ? name : "(null)";
 }
 
-ncclResult_t NetClient::init(ncclDebugLogger_t logger) {
+ncclResult_t NetClient::init(ncclDebugLogger_t logger, ncclProfilerCallback_t profiler) {
   if (initialized_) return ncclInvalidUsage;
   if (logger == nullptr) logger = stderr_logger;
   ncclResult_t res = visit(version_, table_, [&](auto* t) {
     using T = std::remove_cvref_t<decltype(*t)>;
     if constexpr (abi_of<T> >= 11) {
       // The plugin may keep the config pointer: it lives as long as we do.
-      return t->init(&ctx_, make_comm_id(), &config_, logger, nullptr);
+      return t->init(&ctx_, make_comm_id(), &config_, logger, profiler);
     } else if constexpr (abi_of<T> == 10) {
-      return t->init(logger, nullptr);
+      return t->init(logger, profiler);
     } else {
       return t->init(logger);
     }
@@ -364,11 +364,11 @@ ncclResult_t NetClient::dereg_mr(void* comm, void* mhandle) {
 }
 
 ncclResult_t NetClient::isend(void* send_comm, void* data, size_t size, int tag, void* mhandle,
-                              void** request) {
+                              void** request, void* phandle) {
   return visit(version_, table_, [&](auto* t) {
     using T = std::remove_cvref_t<decltype(*t)>;
     if constexpr (abi_of<T> >= 10) {
-      return t->isend(send_comm, data, size, tag, mhandle, nullptr, request);
+      return t->isend(send_comm, data, size, tag, mhandle, phandle, request);
     } else if constexpr (abi_of<T> == 9) {
       return t->isend(send_comm, data, size, tag, mhandle, request);
     } else {
@@ -379,11 +379,11 @@ ncclResult_t NetClient::isend(void* send_comm, void* data, size_t size, int tag,
 }
 
 ncclResult_t NetClient::irecv(void* recv_comm, int n, void** data, size_t* sizes, int* tags,
-                              void** mhandles, void** request) {
+                              void** mhandles, void** request, void** phandles) {
   return visit(version_, table_, [&](auto* t) {
     using T = std::remove_cvref_t<decltype(*t)>;
     if constexpr (abi_of<T> >= 10) {
-      return t->irecv(recv_comm, n, data, sizes, tags, mhandles, nullptr, request);
+      return t->irecv(recv_comm, n, data, sizes, tags, mhandles, phandles, request);
     } else if constexpr (abi_of<T> == 9) {
       return t->irecv(recv_comm, n, data, sizes, tags, mhandles, request);
     } else {
