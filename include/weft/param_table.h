@@ -29,11 +29,13 @@
       "FI_TAGGED); auto: weft on efa where libfabric offers efa-direct, provider "                 \
       "elsewhere. Both sides must agree.")                                                         \
   WEFT_PARAM(ofi_eager_size, "WEFT_OFI_EAGER_SIZE", Size, "8192", 0, 1048576,                      \
-             "rdma protocol: messages up to this size go at once into the receiver's bounce "      \
-             "buffers instead of waiting for its clear-to-send (0: only empty messages).")         \
+             "rdma protocol: messages up to this size go at once, without waiting for the "        \
+             "receiver's clear-to-send, into its posted receive or, until that is posted, a "      \
+             "bounce buffer (0: only empty messages).")                                            \
   WEFT_PARAM(ofi_eager_buffers, "WEFT_OFI_EAGER_BUFFERS", Int, "8", 1, 255,                        \
-             "rdma protocol: bounce buffers a receive comm keeps posted for eager messages. "      \
-             "It starts with 2 and takes the rest once eager messages fill every one at once.")    \
+             "rdma protocol: bounce buffers a receive comm keeps posted for eager messages that "  \
+             "come before their receive. It starts with 2 and takes the rest once eager "          \
+             "messages fill every one at once.")                                                   \
   WEFT_PARAM(ofi_control_sends, "WEFT_OFI_CONTROL_SENDS", Int, "256", 64, 4096,                    \
              "rdma protocol, where the provider cannot inject them (tcp;ofi_rxm): "                \
              "clear-to-sends on their way at once per endpoint, all comms together. Each holds "   \
@@ -165,11 +167,11 @@
              "Network interfaces for the verbs transport's connection side channel and the "       \
              "liveness links, in NCCL_SOCKET_IFNAME syntax (prefixes; ^ excludes; = exact). "      \
              "Empty: the first up, non-loopback interface.")                                       \
-  WEFT_PARAM_ENUM(net_profiler, "WEFT_NET_PROFILER", "auto", "auto|on|off",                         \
+  WEFT_PARAM_ENUM(net_profiler, "WEFT_NET_PROFILER", "auto", "auto|on|off",                        \
                   "Network events for NCCL's profiler (net ABI v10+): each isend and each "        \
                   "receive of an irecv starts an event under NCCL's proxy step and stops it when " \
                   "test() reports it done (IB v1 \"Qp\" events, docs/profiler.md). auto: on when " \
-                  "NCCL_PROFILER_PLUGIN names a profiler; off costs nothing per message.")          \
+                  "NCCL_PROFILER_PLUGIN names a profiler; off costs nothing per message.")         \
   WEFT_PARAM_ENUM(debug, "WEFT_DEBUG", "WARN", "NONE|WARN|INFO|TRACE",                             \
                   "Log level on stderr when weft runs outside NCCL (tools, tests). Inside NCCL, "  \
                   "NCCL_DEBUG decides.")

@@ -201,3 +201,87 @@ TEST_CASE("cancel finds a receive through its context among many, and only while
   REQUIRE(done.size() == 3);
   CHECK(done[2].context == &ops[comm * kEach]);
 }
+
+namespace {
+
+// Takes what its `accept` says, recording every offer.
+struct RecordingSink final : EagerSink {
+  bool take(const uint8_t* bytes, size_t length, const uint64_t* data, bool behind) override {
+    offers.push_back(std::string(reinterpret_cast<const char*>(bytes), length));
+    behinds.push_back(behind);
+    datas.push_back(data != nullptr ? *data : 0);
+    return accept && !behind;
+  }
+  bool accept = true;
+  std::vector<std::string> offers;
+  std::vector<bool> behinds;
+  std::vector<uint64_t> datas;
+};
+
+}  // namespace
+
+TEST_CASE("a sink takes its tag's messages from the pool before any posted receive",
+          "[unit][matcher]") {
+  Pool pool;
+  pool.matcher.open_id(5);
+  RecordingSink sink;
+  pool.matcher.attach_sink(eager_tag(5), &sink);
+  OpContext bounce, other;
+  char buffer[16] = {}, cts[16] = {};
+  int released = 0;
+  pool.matcher.post(eager_tag(5), buffer, sizeof(buffer), &bounce, &released);
+  pool.matcher.post(cts_tag(5), cts, sizeof(cts), &other, &released);
+  const uint64_t data = 0x1234;
+  // Taken: the slot is free again, the posted receive untouched.
+  CHECK(pool.matcher.arrive(eager_tag(5), 1, pool.fill(1, "direct"), &data));
+  REQUIRE(sink.offers == std::vector<std::string>{"direct"});
+  CHECK(sink.datas[0] == 0x1234);
+  CHECK_FALSE(sink.behinds[0]);
+  CHECK(pool.drain().empty());
+  CHECK(buffer[0] == 0);
+  // Another tag of the same id never reaches the sink.
+  CHECK(pool.matcher.arrive(cts_tag(5), 2, pool.fill(2, "cts")));
+  CHECK(sink.offers.size() == 1);
+  // Left by the sink: the posted receive gets it, as without one.
+  sink.accept = false;
+  CHECK(pool.matcher.arrive(eager_tag(5), 3, pool.fill(3, "bounced")));
+  auto done = pool.drain();
+  REQUIRE(done.size() == 2);
+  CHECK(done[1].context == &bounce);
+  CHECK(std::string(buffer, 7) == "bounced");
+  // Nothing posted: held, and the next one is offered as behind it.
+  CHECK_FALSE(pool.matcher.arrive(eager_tag(5), 4, pool.fill(4, "held")));
+  sink.accept = true;
+  CHECK_FALSE(pool.matcher.arrive(eager_tag(5), 6, pool.fill(6, "after")));
+  CHECK(sink.behinds.back());
+  CHECK(pool.matcher.held() == 2);
+  // Detached: held messages go to receives in order, nothing is offered.
+  pool.matcher.detach_sink(eager_tag(5));
+  const size_t offered = sink.offers.size();
+  pool.matcher.post(eager_tag(5), buffer, sizeof(buffer), &bounce, &released);
+  CHECK(released == 4);
+  CHECK(std::string(buffer, 4) == "held");
+  CHECK(pool.matcher.arrive(eager_tag(5), 7, pool.fill(7, "late")) == false);
+  CHECK(sink.offers.size() == offered);
+}
+
+TEST_CASE("a sink's tag stays known while nothing is posted or held for it", "[unit][matcher]") {
+  Pool pool;
+  pool.matcher.open_id(6);
+  RecordingSink sink;
+  pool.matcher.attach_sink(eager_tag(6), &sink);
+  OpContext bounce;
+  char buffer[16] = {};
+  int released = 0;
+  // A cancel that empties the tag's queues must not forget the sink.
+  pool.matcher.post(eager_tag(6), buffer, sizeof(buffer), &bounce, &released);
+  REQUIRE(pool.matcher.cancel(&bounce));
+  CHECK(pool.matcher.arrive(eager_tag(6), 0, pool.fill(0, "still")));
+  CHECK(sink.offers == std::vector<std::string>{"still"});
+  // Closing the id forgets it: its messages are dropped, not offered.
+  std::vector<int> freed;
+  pool.matcher.close_id(6, &freed);
+  CHECK(pool.matcher.arrive(eager_tag(6), 1, pool.fill(1, "gone")));
+  CHECK(sink.offers.size() == 1);
+  CHECK(pool.matcher.dropped() == 1);
+}

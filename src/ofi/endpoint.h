@@ -134,6 +134,11 @@ class Endpoint final : public Poller, public OrphanKeeper {
   // A slot for a receiver's immediates (1..65535, 0 when all are taken).
   uint16_t attach_write_target(RemoteWriteTarget* target);
   void detach_write_target(uint16_t index);
+  // Offers messages for `tag` to `sink` as they arrive in the message pool
+  // (message_matcher.h). False without a pool: the provider matches them
+  // into posted receives itself.
+  bool attach_eager_sink(uint64_t tag, EagerSink* sink);
+  void detach_eager_sink(uint64_t tag);
 
   // Registers [start, start + length) as `source` describes (`data` is
   // where NCCL's buffer begins, for dma-buf offsets). On failure returns the

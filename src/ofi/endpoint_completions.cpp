@@ -245,6 +245,18 @@ uint16_t Endpoint::attach_write_target(RemoteWriteTarget* target) {
   return index;
 }
 
+bool Endpoint::attach_eager_sink(uint64_t tag, EagerSink* sink) {
+  std::lock_guard<std::mutex> lock(io_mutex_);
+  if (!pooled_) return false;
+  matcher_->attach_sink(tag, sink);
+  return true;
+}
+
+void Endpoint::detach_eager_sink(uint64_t tag) {
+  std::lock_guard<std::mutex> lock(io_mutex_);
+  if (pooled_) matcher_->detach_sink(tag);
+}
+
 void Endpoint::detach_write_target(uint16_t index) {
   if (index == 0) return;
   std::lock_guard<std::mutex> lock(io_mutex_);

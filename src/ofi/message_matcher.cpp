@@ -99,13 +99,21 @@ void MessageMatcher::post(uint64_t tag, void* buffer, size_t size, OpContext* co
 }
 
 bool MessageMatcher::arrive(uint64_t tag, int slot, size_t length, const uint64_t* data) {
+  // A tag with a sink is open (close_id forgets the sink): one lookup on
+  // an eager message's way.
+  auto found = queues_.find(tag);
+  if (found != queues_.end() && found->second.sink != nullptr &&
+      found->second.sink->take(pool_ + static_cast<size_t>(slot) * slot_size_, length, data,
+                               found->second.held_head >= 0)) {
+    return true;
+  }
   if (open_ids_.count(static_cast<uint32_t>(tag & kMaxCompactId)) == 0) {
     ++dropped_;
     return true;
   }
+  Queues& queues = found != queues_.end() ? found->second : queues_[tag];
   held_has_data_[static_cast<size_t>(slot)] = data != nullptr;
   held_data_[static_cast<size_t>(slot)] = data != nullptr ? *data : 0;
-  Queues& queues = queues_[tag];
   if (queues.posted_head >= 0) {
     int index = queues.posted_head;
     Posted& posted = posted_[static_cast<size_t>(index)];
@@ -145,8 +153,20 @@ void MessageMatcher::close_id(uint32_t id, std::vector<int>* released) {
       ++dropped_;
     }
     found->second.held_head = found->second.held_tail = -1;
+    found->second.sink = nullptr;
     if (found->second.posted_head < 0) queues_.erase(found);
   }
+}
+
+void MessageMatcher::attach_sink(uint64_t tag, EagerSink* sink) {
+  queues_[tag].sink = sink;
+}
+
+void MessageMatcher::detach_sink(uint64_t tag) {
+  auto found = queues_.find(tag);
+  if (found == queues_.end()) return;
+  found->second.sink = nullptr;
+  if (found->second.posted_head < 0 && found->second.held_head < 0) queues_.erase(found);
 }
 
 bool MessageMatcher::cancel(OpContext* context) {
@@ -178,7 +198,8 @@ bool MessageMatcher::cancel(OpContext* context) {
     entry.next = free_posted_;
     free_posted_ = index;
     // A closed comm's tags do not come back: forget them when idle.
-    if (queues.posted_head < 0 && queues.held_head < 0) queues_.erase(found);
+    if (queues.posted_head < 0 && queues.held_head < 0 && queues.sink == nullptr)
+      queues_.erase(found);
     return true;
   }
   return false;

@@ -32,6 +32,22 @@ uint64_t expand_tag(uint32_t compact);
 // Ids that fit a compact tag.
 constexpr uint32_t kMaxCompactId = (1u << 30) - 1;
 
+// Takes a comm's eager messages straight from the pool buffer they arrived
+// in, before the matcher looks for a posted receive: the data is copied
+// once, into the application's buffer, instead of into a bounce buffer
+// first. Called under the endpoint's I/O lock, possibly on another comm's
+// thread.
+class EagerSink {
+ public:
+  // True when the message was used up (placed); false leaves it to the
+  // matcher, as without a sink. `behind`: earlier messages for this tag
+  // are held, so this one must wait its turn too.
+  virtual bool take(const uint8_t* bytes, size_t length, const uint64_t* data, bool behind) = 0;
+
+ protected:
+  ~EagerSink() = default;
+};
+
 class MessageMatcher {
  public:
   // A completion made by the matcher, delivered by the endpoint's poll().
@@ -59,6 +75,9 @@ class MessageMatcher {
   // context is not posted here (already matched). Finds it through the
   // context, not by a scan: closing ten thousand comms cancels all theirs.
   bool cancel(OpContext* context);
+  // Arrivals for `tag` are offered to `sink` first, until detached.
+  void attach_sink(uint64_t tag, EagerSink* sink);
+  void detach_sink(uint64_t tag);
 
   // Every tag addressed to this endpoint names an id this endpoint gave out
   // (a listener's or a comm's). Messages for an id that is not open are
@@ -91,6 +110,7 @@ class MessageMatcher {
   struct Queues {
     int posted_head = -1, posted_tail = -1;  // indices into posted_
     int held_head = -1, held_tail = -1;      // pool slots, linked by held_next_
+    EagerSink* sink = nullptr;
   };
 
   void complete(const Posted& posted, int slot, size_t length);

@@ -65,6 +65,13 @@ RdmaRecvPath::RdmaRecvPath(std::vector<Endpoint*> rails, PathPeer peer, size_t e
 }
 
 RdmaRecvPath::~RdmaRecvPath() {
+  if (sink_attached_) endpoint_.detach_eager_sink(eager_tag(peer_.local_comm_id));
+  WEFT_INFO(NCCL_NET,
+            "%s: eager messages from %s: %llu placed from the message pool, %llu through "
+            "bounce buffers",
+            endpoint_.device_name().c_str(), peer_.name.c_str(),
+            (unsigned long long)placed_from_pool_.load(std::memory_order_relaxed),
+            (unsigned long long)placed_from_bounces_);
   for (size_t r = 0; r < rails_.size(); ++r) {
     if (write_targets_[r] != 0) rails_[r]->detach_write_target(write_targets_[r]);
   }
@@ -115,6 +122,8 @@ ncclResult_t RdmaRecvPath::start() {
     result = post_bounce(i);
     if (result != ncclSuccess) return result;
   }
+  // Before the ack: no eager message can have arrived yet.
+  sink_attached_ = endpoint_.attach_eager_sink(eager_tag(peer_.local_comm_id), this);
   return ncclSuccess;
 }
 
@@ -223,6 +232,9 @@ ncclResult_t RdmaRecvPath::irecv(int n, void** data, const size_t* sizes, const 
       encode_cts_entry(cts, i, rail_count, size, tags[i], address, key);
     }
     slot.request = req;
+    // With the slot: take() reads both under the lock.
+    next_index_ += static_cast<uint32_t>(n);
+    ++next_group_;
   }
   if (endpoint_.wire_mutation() != WireMutation::kNone) [[unlikely]] {
     CtsMessage message;
@@ -231,8 +243,6 @@ ncclResult_t RdmaRecvPath::irecv(int n, void** data, const size_t* sizes, const 
     mutate_cts(endpoint_.wire_mutation(), &message);
     encode_cts(message, cts);
   }
-  next_index_ += static_cast<uint32_t>(n);
-  ++next_group_;
   *request = req;
   // Messages up to the eager size with a tag the eager immediate holds go
   // eagerly and never wait for this clear-to-send (a larger one, which
@@ -343,9 +353,9 @@ void RdmaRecvPath::judge_lost_cts() {
 }
 
 bool RdmaRecvPath::filled_eagerly(int s) {
-  // Counted by fill_entry on this thread: no lock on every poll.
-  const Slot& slot = slot_at(s);
-  return slot.eager_entries == slot.count;
+  // Counted by fill_entry and take(): no lock on every poll.
+  const Slot* slot = slots_.find(static_cast<size_t>(s));
+  return slot != nullptr && slot->eager_entries.load(std::memory_order_relaxed) == slot->count;
 }
 
 ncclResult_t RdmaRecvPath::resolve_unsent(Unsent which) {
@@ -450,42 +460,30 @@ bool RdmaRecvPath::fill_entry(int index, uint32_t message, int32_t tag, uint64_t
   Entry* entry = nullptr;
   {
     std::lock_guard<std::mutex> lock(state_mutex_);
-    const auto ahead = static_cast<int32_t>(message - next_index_);
-    // A sender stays fewer than kRdmaEagerAhead messages past the first
-    // one it has no clear-to-send for, which is at most next_index_.
-    if (ahead >= static_cast<int32_t>(kRdmaEagerAhead)) {
-      fail("eager message #" + std::to_string(message) + " is " + std::to_string(ahead) +
-           " messages ahead of the next receive to be posted (#" + std::to_string(next_index_) +
-           "); a sender stays fewer than " + std::to_string(kRdmaEagerAhead) + " ahead");
-      *result = ncclRemoteError;
-      return false;
+    switch (find_eager_entry(message, tag, &slot_index, &entry_index)) {
+      case EagerLookup::kFound:
+        break;
+      case EagerLookup::kNotPosted:
+        return false;  // kept until irecv covers its index
+      case EagerLookup::kAhead:
+        fail("eager message #" + std::to_string(message) + " is " +
+             std::to_string(static_cast<int32_t>(message - next_index_)) +
+             " messages ahead of the next receive to be posted (#" + std::to_string(next_index_) +
+             "); a sender stays fewer than " + std::to_string(kRdmaEagerAhead) + " ahead");
+        *result = ncclRemoteError;
+        return false;
+      case EagerLookup::kNoMatch:
+        fail("eager message #" + std::to_string(message) + " with tag " + std::to_string(tag) +
+             " matches no pending receive");
+        *result = ncclRemoteError;
+        return false;
     }
-    // Not posted yet: keep it until irecv covers its index.
-    if (ahead >= 0) return false;
-    for (int s = 0; s < kRdmaSlots && entry == nullptr; ++s) {
-      Slot* candidate = slots_.find(static_cast<size_t>(s));
-      if (candidate == nullptr) break;  // chunks are allocated in order
-      Slot& slot = *candidate;
-      if (slot.request == nullptr || message - slot.first_index >= uint32_t(slot.count)) continue;
-      for (int e = 0; e < slot.count; ++e) {
-        if (slot.entries[e].tag == tag && !slot.entries[e].claimed) {
-          entry = &slot.entries[e];
-          entry_index = e;
-          slot_index = s;
-          req = slot.request;
-          break;
-        }
-      }
-    }
-    if (entry == nullptr) {
-      fail("eager message #" + std::to_string(message) + " with tag " + std::to_string(tag) +
-           " matches no pending receive");
-      *result = ncclRemoteError;
-      return false;
-    }
+    Slot& owner = slot_at(slot_index);
+    entry = &owner.entries[entry_index];
+    req = owner.request;
     entry->claimed = true;
     entry->eager = true;
-    ++slot_at(slot_index).eager_entries;
+    owner.eager_entries.fetch_add(1, std::memory_order_relaxed);
     if (truncated || size > entry->posted) {
       char text[160];
       std::snprintf(text, sizeof(text),
@@ -497,6 +495,7 @@ bool RdmaRecvPath::fill_entry(int index, uint32_t message, int32_t tag, uint64_t
     }
     auto* region = static_cast<const MemoryRegion*>(entry->region);
     copy_to_gpu = size > 0 && region != nullptr && region->type == NCCL_PTR_CUDA;
+    ++placed_from_bounces_;
     if (!copy_to_gpu) {
       if (size > 0) std::memcpy(entry->data, data, size);
       req->on_complete(static_cast<uint32_t>(entry_index), size, nullptr);
@@ -522,6 +521,82 @@ bool RdmaRecvPath::fill_entry(int index, uint32_t message, int32_t tag, uint64_t
     *result = poll_rails();
     if (*result != ncclSuccess) return true;
   }
+}
+
+RdmaRecvPath::EagerLookup RdmaRecvPath::find_eager_entry(uint32_t message, int32_t tag,
+                                                         int* slot_index, int* entry_index) {
+  const auto ahead = static_cast<int32_t>(message - next_index_);
+  // A sender stays fewer than kRdmaEagerAhead messages past the first
+  // one it has no clear-to-send for, which is at most next_index_.
+  if (ahead >= static_cast<int32_t>(kRdmaEagerAhead)) return EagerLookup::kAhead;
+  if (ahead >= 0) return EagerLookup::kNotPosted;
+  for (int s = 0; s < kRdmaSlots; ++s) {
+    Slot* candidate = slots_.find(static_cast<size_t>(s));
+    if (candidate == nullptr) break;  // chunks are allocated in order
+    Slot& slot = *candidate;
+    if (slot.request == nullptr || message - slot.first_index >= uint32_t(slot.count)) continue;
+    for (int e = 0; e < slot.count; ++e) {
+      if (slot.entries[e].tag == tag && !slot.entries[e].claimed) {
+        *slot_index = s;
+        *entry_index = e;
+        return EagerLookup::kFound;
+      }
+    }
+  }
+  return EagerLookup::kNoMatch;
+}
+
+bool RdmaRecvPath::take(const uint8_t* bytes, size_t length, const uint64_t* data, bool behind) {
+  std::lock_guard<std::mutex> lock(state_mutex_);
+  if (behind || declined_.load(std::memory_order_relaxed) > 0 ||
+      !place_from_pool(bytes, length, data)) {
+    declined_.fetch_add(1, std::memory_order_relaxed);
+    return false;
+  }
+  placed_.fetch_add(1, std::memory_order_relaxed);
+  return true;
+}
+
+bool RdmaRecvPath::place_from_pool(const uint8_t* bytes, size_t length, const uint64_t* data) {
+  std::string problem;  // not read: the bounce path decodes again and says why
+  uint32_t message = 0;
+  int32_t tag = 0;
+  size_t size = length;
+  if (endpoint_.weft_matching()) {
+    EagerHeader header;
+    if (!decode_eager_header(bytes, length, eager_size_, &header, &problem) || header.probe ||
+        header.aborted || header.size_notice || header.truncated) {
+      return false;
+    }
+    message = header.index;
+    tag = header.tag;
+    size = header.size;
+    bytes += kEagerHeaderSize;
+  } else {
+    EagerImmediate immediate;
+    if (!decode_eager_immediate(data, next_index_, &immediate, &problem) ||
+        immediate.header_follows || length > eager_size_) {
+      return false;
+    }
+    message = immediate.index;
+    tag = immediate.tag;
+  }
+  int slot_index = -1;
+  int entry_index = -1;
+  if (find_eager_entry(message, tag, &slot_index, &entry_index) != EagerLookup::kFound)
+    return false;
+  Slot& slot = slot_at(slot_index);
+  Entry& entry = slot.entries[entry_index];
+  auto* region = static_cast<const MemoryRegion*>(entry.region);
+  if (size > entry.posted || (size > 0 && region != nullptr && region->type == NCCL_PTR_CUDA))
+    return false;
+  entry.claimed = true;
+  entry.eager = true;
+  slot.eager_entries.fetch_add(1, std::memory_order_relaxed);
+  if (size > 0) std::memcpy(entry.data, bytes, size);
+  placed_from_pool_.fetch_add(1, std::memory_order_relaxed);
+  slot.request->on_complete(static_cast<uint32_t>(entry_index), size, nullptr);
+  return true;
 }
 
 void RdmaRecvPath::CopyTarget::on_complete(uint32_t slot, size_t, const uint64_t*) {
@@ -575,7 +650,10 @@ ncclResult_t RdmaRecvPath::service(Repost repost) {
       // A GPU copy keeps the buffer until it completes. An emptied buffer
       // is posted again by the next call, after the caller has its
       // receive: the others stay posted meanwhile.
-      ++placed_;
+      placed_.fetch_add(1, std::memory_order_relaxed);
+      // Only this thread lowers it: later messages may go straight now.
+      if (declined_.load(std::memory_order_relaxed) > 0)
+        declined_.fetch_sub(1, std::memory_order_relaxed);
       uint8_t expected = kArrived;
       bounce.state.compare_exchange_strong(expected, kIdle, std::memory_order_acq_rel);
       if (result != ncclSuccess) return result;
@@ -587,18 +665,20 @@ ncclResult_t RdmaRecvPath::service(Repost repost) {
 }
 
 ncclResult_t RdmaRecvPath::progress() {
+  // Before polling: take() places messages during the poll.
+  const uint64_t placed_before = placed_.load(std::memory_order_relaxed);
   ncclResult_t result = poll_rails();
   if (result != ncclSuccess) return result;
-  const uint64_t placed_before = placed_;
   result = service(Repost::kIdle);
   if (result != ncclSuccess) return result;
   if (lost_cts_.load(std::memory_order_acquire) > 0) {
     judge_lost_cts();
     if (ncclResult_t fault = fault_.result(); fault != ncclSuccess) return fault;
   }
-  result = resolve_unsent(endpoint_.weft_matching()  ? Unsent::kAll
-                          : placed_ == placed_before ? Unsent::kIdle
-                                                     : Unsent::kFilledOnly);
+  result = resolve_unsent(endpoint_.weft_matching() ? Unsent::kAll
+                          : placed_.load(std::memory_order_relaxed) == placed_before
+                              ? Unsent::kIdle
+                              : Unsent::kFilledOnly);
   if (result != ncclSuccess) return result;
   return peer_.check_alive(endpoint_.device_name());
 }
@@ -726,6 +806,10 @@ bool RdmaRecvPath::in_flight() {
 
 void RdmaRecvPath::cancel_receives() {
   closing_ = true;
+  if (sink_attached_) {
+    endpoint_.detach_eager_sink(eager_tag(peer_.local_comm_id));
+    sink_attached_ = false;
+  }
   // Held back clear-to-sends are not sent any more: their receives wait as
   // any other pending receive does.
   for (; unsent_head_ != unsent_tail_; ++unsent_head_) {

@@ -25,7 +25,8 @@ namespace weft::ofi {
 
 class RdmaRecvPath final : public CompletionOwner,
                            public CompletionTarget,
-                           public RemoteWriteTarget {
+                           public RemoteWriteTarget,
+                           public EagerSink {
  public:
   // rails[0] carries clear-to-sends and eager messages; data writes may
   // arrive on any rail.
@@ -58,6 +59,10 @@ class RdmaRecvPath final : public CompletionOwner,
   void on_complete(uint32_t slot, size_t length, const uint64_t* remote_data) override;
   void on_error(uint32_t slot, int error, size_t overflow_length, const char* text) override;
   void on_remote_write(uint32_t immediate, size_t length) override;
+  // An eager message straight from the endpoint's message pool: placed
+  // into its receive when that is posted, in host memory, and nothing
+  // before it waits in a bounce buffer; anything else goes the bounce path.
+  bool take(const uint8_t* bytes, size_t length, const uint64_t* data, bool behind) override;
 
  private:
   // Its operations are never posted to the provider (writes land by
@@ -91,9 +96,9 @@ class RdmaRecvPath final : public CompletionOwner,
     uint32_t first_index = 0;
     int count = 0;
     Entry entries[kRdmaMaxEntries];
-    // Entries filled eagerly, for filled_eagerly() without the lock: only
-    // the comm's thread places eager messages and asks.
-    int eager_entries = 0;
+    // Entries filled eagerly, for filled_eagerly() without the lock (the
+    // comm's thread asks; take() may count on another thread).
+    std::atomic<int> eager_entries{0};
     // Its encoded clear-to-send until sent (cts_stride_ bytes), allocated
     // on the slot's first use.
     std::unique_ptr<uint8_t[]> unsent_cts;
@@ -181,6 +186,14 @@ class RdmaRecvPath final : public CompletionOwner,
   void judge_lost_cts();
   // Matches one eager message; false when its receive is not posted yet.
   bool place_eager(int bounce, ncclResult_t* result);
+  // Under state_mutex_: the unclaimed entry of eager message #message
+  // with `tag`; kAhead and kNoMatch are the sender's protocol errors.
+  enum class EagerLookup { kFound, kNotPosted, kAhead, kNoMatch };
+  EagerLookup find_eager_entry(uint32_t message, int32_t tag, int* slot_index, int* entry_index);
+  // Under state_mutex_: take()'s placement; false when the bounce path
+  // must handle the message (not posted, GPU memory, truncated, a notice,
+  // malformed: judged there).
+  bool place_from_pool(const uint8_t* bytes, size_t length, const uint64_t* data);
   // Fills (or, truncated, fails) the entry of message `index` with `tag`
   // from `size` bytes at `data` in bounce `bounce`.
   bool fill_entry(int bounce, uint32_t index, int32_t tag, uint64_t size, bool truncated,
@@ -236,7 +249,15 @@ class RdmaRecvPath final : public CompletionOwner,
   bool eager_sendable_ = true;  // the sender sends messages up to eager_size_ eagerly
   // How long the oldest held-back group has waited for data.
   uint32_t head_polls_ = 0;
-  uint64_t placed_ = 0;  // eager messages placed, to tell an idle progress()
+  std::atomic<uint64_t> placed_{0};  // eager messages placed, to tell an idle progress()
+  // Eager messages take() left to the bounce path and not placed yet:
+  // later ones follow them there, so that messages with one tag fill
+  // their receives in the order they were sent.
+  std::atomic<int> declined_{0};
+  bool sink_attached_ = false;
+  // Data messages placed by take() and from bounce buffers (logged at close).
+  std::atomic<uint64_t> placed_from_pool_{0};
+  uint64_t placed_from_bounces_ = 0;
   std::chrono::steady_clock::time_point head_since_{};
   CopyTarget copy_target_{this};
   // slots_ (and allocating its chunks): the comm's thread and the polling thread
