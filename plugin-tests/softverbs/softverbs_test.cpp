@@ -1582,6 +1582,70 @@ TEST_CASE("softverbs: counters and the counters file", "[softverbs]") {
   CHECK(std::count(text.begin(), text.end(), '\n') == 1);
 }
 
+namespace {
+
+std::string registry_path() {
+  return std::getenv("SOFTVERBS_DIR") != nullptr ? std::getenv("SOFTVERBS_DIR")
+                                                 : "/tmp/softverbs-" + std::to_string(getuid());
+}
+
+std::string link_target(const std::string& path) {
+  char target[4096];
+  ssize_t n = readlink(path.c_str(), target, sizeof(target) - 1);
+  return n < 0 ? std::string() : std::string(target, static_cast<size_t>(n));
+}
+
+pid_t dead_pid() {
+  pid_t pid = fork();
+  if (pid == 0) _exit(0);
+  waitpid(pid, nullptr, 0);
+  return pid;
+}
+
+}  // namespace
+
+TEST_CASE("softverbs: QP entries link to one description per NIC and device; dead ones go",
+          "[softverbs]") {
+  const std::string dir = registry_path();
+  {
+    Dev dev;
+    Ep a(dev);
+    Ep b(dev);
+    const std::string qp_a = dir + "/qp-" + std::to_string(a.qp->qp_num);
+    const std::string qp_b = dir + "/qp-" + std::to_string(b.qp->qp_num);
+    const std::string target = link_target(qp_a);
+    REQUIRE_FALSE(target.empty());
+    CHECK(link_target(qp_b) == target);  // written once, shared
+    CHECK(target.rfind("nic-" + std::to_string(getpid()) + "-", 0) == 0);
+    CHECK(read_file(dir + "/" + target).rfind("pid " + std::to_string(getpid()) + "\n", 0) == 0);
+  }
+  // Left by processes that died without closing: a link to a description
+  // that is gone, a plain file of the older layout, and one description.
+  const pid_t dead = dead_pid();
+  const std::string dead_nic = "nic-" + std::to_string(dead) + "-0-0.sock";
+  const std::string stale_link = dir + "/qp-16777000";
+  const std::string stale_file = dir + "/qp-16777001";
+  const std::string live_link = dir + "/qp-16777002";
+  REQUIRE(symlink((dead_nic + ".info-0").c_str(), stale_link.c_str()) == 0);
+  {
+    std::ofstream(stale_file) << "pid " << dead << "\nnic " << dir << "/" << dead_nic
+                              << "\nlink eth\n";
+    std::ofstream(dir + "/" + dead_nic + ".info-1") << "pid " << dead << "\n";
+  }
+  // A live owner's entry stays, even while its description is not there.
+  const std::string mine = "nic-" + std::to_string(getpid()) + "-0-999.sock.info-0";
+  REQUIRE(symlink(mine.c_str(), live_link.c_str()) == 0);
+  {
+    Dev dev;  // a NIC starting reclaims what dead processes left
+    Ep a(dev);
+    CHECK(access(stale_file.c_str(), F_OK) != 0);
+    CHECK(link_target(stale_link).empty());
+    CHECK(access((dir + "/" + dead_nic + ".info-1").c_str(), F_OK) != 0);
+    CHECK(link_target(live_link) == mine);
+  }
+  unlink(live_link.c_str());
+}
+
 TEST_CASE("softverbs: no thread, fd or registry file left after the last close", "[softverbs]") {
   // The earlier cases' NIC threads gone: the test runs on its main thread.
   long threads = settled_threads(1);

@@ -167,6 +167,7 @@ void Nic::shutdown() {
   doorbell_fd_ = -1;
   std::lock_guard<std::mutex> lock(qps_mu_);
   for (auto& [qpn, qp] : qps_) registry_remove_qp(qpn);
+  registry_forget_nic(path_);
   log("NIC stopped: %s (%zu QPs left)", path_.c_str(), qps_.size());
 }
 

@@ -1,5 +1,9 @@
-// The QP registry: one file per QP of every process sharing the registry
-// directory, so that a QP number leads to its owner's NIC and ports.
+// The QP registry: one entry per QP of every process sharing the registry
+// directory, so that a QP number leads to its owner's NIC and ports. The
+// entry qp-<qpn> is a symbolic link to a file that describes the owner's
+// NIC and device (<nic socket>.info-<k>, written once per process, NIC and
+// device): a QP costs one symlink, one readlink per lookup and one unlink,
+// and each description is read once per reading process.
 #pragma once
 
 #include <infiniband/verbs.h>
@@ -30,6 +34,9 @@ struct RemoteQp {
 // could be allocated).
 uint32_t registry_create_qp(const std::string& nic_path, const DeviceInfo& device);
 void registry_remove_qp(uint32_t qpn);
+// Removes the descriptions written for the NIC at `nic_path` (its QPs are
+// gone): called when that NIC stops.
+void registry_forget_nic(const std::string& nic_path);
 bool registry_read_qp(uint32_t qpn, RemoteQp* out);
 // Removes files of processes that no longer exist.
 void registry_reclaim();
