@@ -3,8 +3,10 @@
 #include <arpa/inet.h>
 
 #include <catch2/catch.hpp>
+#include <chrono>
 #include <cstring>
 
+#include "verbs/cts_grace.h"
 #include "verbs/wire.h"
 
 using namespace weft::verbs;
@@ -243,4 +245,23 @@ TEST_CASE("immediates: a size for one receive, a marker for groups, checked",
   CHECK(error == "immediate carries a size (100) for a group of 2 receives");
   // A single message too large for 31 bits goes through the sizes FIFO.
   CHECK(immediate_for(1, size_t{1} << 31, 9) == (kImmSizesInFifo | 9u));
+}
+
+TEST_CASE("an invalid clear-to-send fails only once it stays invalid for the grace",
+          "[unit][verbs]") {
+  using weft::verbs::InvalidCtsGrace;
+  InvalidCtsGrace grace;
+  const auto t0 = InvalidCtsGrace::Clock::now();
+  const auto almost = InvalidCtsGrace::kGrace - std::chrono::milliseconds(1);
+  // A torn read: invalid now, whole by the next look.
+  CHECK(grace.settling(7, t0));
+  CHECK(grace.settling(7, t0 + almost));
+  CHECK_FALSE(grace.settling(7, t0 + InvalidCtsGrace::kGrace));
+  // Another group's first invalid read starts its own grace.
+  CHECK(grace.settling(8, t0 + InvalidCtsGrace::kGrace));
+  CHECK_FALSE(grace.settling(8, t0 + 2 * InvalidCtsGrace::kGrace));
+  // Read as valid in between: the next invalid read of the same sequence
+  // (after the counter wrapped) starts again.
+  grace.clear();
+  CHECK(grace.settling(8, t0 + 3 * InvalidCtsGrace::kGrace));
 }

@@ -112,10 +112,13 @@ ncclResult_t VerbsSendComm::isend(void* data, size_t size, int tag, void* mhandl
       case CtsState::NotYet:
         return check_health(/*waiting=*/true);
       case CtsState::Invalid:
+        if (invalid_cts_.settling(sequence_, InvalidCtsGrace::Clock::now()))
+          return check_health(/*waiting=*/true);
         return fail(ncclRemoteError, error);
       case CtsState::Ready:
         break;
     }
+    invalid_cts_.clear();
     slot.count = count;
     slot.taken = 0;
     slot.taken_mask = 0;

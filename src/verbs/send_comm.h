@@ -8,6 +8,7 @@
 #include <array>
 #include <chrono>
 
+#include "verbs/cts_grace.h"
 #include "verbs/data_comm.h"
 #include "verbs/setup_exchange.h"
 
@@ -70,6 +71,7 @@ class VerbsSendComm final : public VerbsDataComm<SendComm> {
   Control* control_ = nullptr;
   MemoryHandle* control_region_ = nullptr;
   uint32_t sequence_ = 0;
+  InvalidCtsGrace invalid_cts_;
   std::array<Slot, kFifoSlots> slots_;
   ConnectionInfo remote_;
   SetupExchange exchange_;
