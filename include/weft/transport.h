@@ -64,7 +64,13 @@ class Request {
   std::unique_ptr<NetEventHandles> net_events;
 };
 
-enum class CommKind : uint32_t { Send = 0x53454e44, Recv = 0x52454356, Listen = 0x4c49534e };
+enum class CommKind : uint32_t {
+  Send = 0x53454e44,
+  Recv = 0x52454356,
+  Listen = 0x4c49534e,
+  Rma = 0x524d4143,        // one-sided collective comm (one_sided.h)
+  RmaListen = 0x524c534e,  // its listener
+};
 
 // Common base of everything NCCL holds as a comm pointer, so that a pointer
 // of the wrong kind is reported instead of misused.
@@ -115,6 +121,9 @@ class ListenComm : public Comm {
   virtual ncclResult_t accept(RecvComm** recv_comm) = 0;
 };
 
+class RmaComm;
+class RmaListenComm;
+
 class Transport {
  public:
   virtual ~Transport() = default;
@@ -131,6 +140,22 @@ class Transport {
   // the same handle buffer.
   virtual ncclResult_t connect(int dev, const CommConfig& config, void* handle,
                                SendComm** send_comm) = 0;
+
+  // One-sided (one_sided.h). Empty when this transport offers none on
+  // `dev`, with the reason in *why.
+  virtual bool rma_supported(int /*dev*/, std::string* why) const {
+    *why = std::string(name()) + " transport has no one-sided operations yet";
+    return false;
+  }
+  virtual ncclResult_t rma_listen(int /*dev*/, void* /*handle*/, RmaListenComm** /*listen*/) {
+    return ncclInvalidUsage;
+  }
+  // Collective and blocking: returns once every rank answered (or an error
+  // naming those that did not).
+  virtual ncclResult_t rma_connect(void* const* /*handles*/, int /*nranks*/, int /*rank*/,
+                                   RmaListenComm* /*listen*/, RmaComm** /*comm*/) {
+    return ncclInvalidUsage;
+  }
 };
 
 // Picks and opens the transport the parameters ask for. On failure logs why

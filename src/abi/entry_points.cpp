@@ -1,42 +1,14 @@
 #include "abi/entry_points.h"
 
-#include <exception>
 #include <mutex>
-#include <new>
 
+#include "abi/guarded.h"
 #include "abi/net_profiler.h"
 #include "abi/plugin_state.h"
 #include "weft/log.h"
 
 namespace weft::abi {
 namespace {
-
-// Runs `body`, converting any exception into an error NCCL can report.
-template <typename Body>
-ncclResult_t guarded(const char* what, Body&& body) noexcept {
-  try {
-    return body();
-  } catch (const std::bad_alloc&) {
-    WEFT_WARN("%s: out of memory", what);
-    return ncclSystemError;
-  } catch (const std::exception& e) {
-    WEFT_WARN("%s: internal error: %s", what, e.what());
-    return ncclInternalError;
-  } catch (...) {
-    WEFT_WARN("%s: unknown internal error", what);
-    return ncclInternalError;
-  }
-}
-
-template <typename T>
-T* comm_as(void* comm, CommKind kind, const char* what) {
-  auto* base = static_cast<Comm*>(comm);
-  if (base == nullptr || base->kind() != kind) {
-    WEFT_WARN("%s: invalid comm pointer %p", what, comm);
-    return nullptr;
-  }
-  return static_cast<T*>(base);
-}
 
 DataComm* data_comm(void* comm, const char* what) {
   auto* base = static_cast<Comm*>(comm);

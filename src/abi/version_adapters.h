@@ -14,8 +14,11 @@
 namespace weft::abi {
 
 // Fills any version's properties struct from the internal properties.
+// `device_type`: what NCCL runs on the device's comms (a host plugin, or a
+// GIN proxy for the one-sided tables).
 template <typename Props>
-void fill_properties(int dev, const DeviceProperties& in, Props* out) {
+void fill_properties(int dev, const DeviceProperties& in, Props* out,
+                     int device_type = NCCL_NET_DEVICE_HOST) {
   std::memset(out, 0, sizeof(*out));
   out->name = intern_string(in.name);
   out->pciPath = in.pci_path.empty() ? nullptr : intern_string(in.pci_path);
@@ -29,7 +32,7 @@ void fill_properties(int dev, const DeviceProperties& in, Props* out) {
   if constexpr (requires { out->regIsGlobal; }) out->regIsGlobal = in.reg_is_global ? 1 : 0;
   if constexpr (requires { out->forceFlush; }) out->forceFlush = in.force_flush ? 1 : 0;
   if constexpr (requires { out->netDeviceType; }) {
-    out->netDeviceType = NCCL_NET_DEVICE_HOST;
+    out->netDeviceType = static_cast<decltype(out->netDeviceType)>(device_type);
     out->netDeviceVersion = 0;
   }
   if constexpr (requires { out->vProps; }) {
@@ -56,13 +59,13 @@ void fill_properties(int dev, const DeviceProperties& in, Props* out) {
   }
 }
 
-template <typename Props>
+template <typename Props, int DeviceType = NCCL_NET_DEVICE_HOST>
 ncclResult_t get_properties(int dev, Props* props) {
   if (props == nullptr) return ncclInvalidArgument;
   DeviceProperties internal;
   ncclResult_t result = properties(dev, &internal);
   if (result != ncclSuccess) return result;
-  fill_properties(dev, internal, props);
+  fill_properties(dev, internal, props, DeviceType);
   return ncclSuccess;
 }
 

@@ -18,6 +18,8 @@ const char* transport_id_name(TransportId id) {
       return "ofi (libfabric)";
     case TransportId::Verbs:
       return "verbs";
+    case TransportId::OfiRma:
+      return "ofi (libfabric) one-sided";
   }
   return "unknown";
 }
@@ -58,7 +60,8 @@ bool decode_handle(const void* data, size_t size, TransportId expected, ListenHa
     return false;
   }
   auto transport = static_cast<TransportId>(bytes[5]);
-  if (transport != TransportId::Ofi && transport != TransportId::Verbs) {
+  if (transport != TransportId::Ofi && transport != TransportId::Verbs &&
+      transport != TransportId::OfiRma) {
     *error = "handle names an unknown weft transport " + std::to_string(bytes[5]);
     return false;
   }

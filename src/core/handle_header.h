@@ -17,7 +17,8 @@
 
 namespace weft {
 
-enum class TransportId : uint8_t { Ofi = 1, Verbs = 2 };
+// OfiRma: a one-sided comm's listener on the libfabric transport.
+enum class TransportId : uint8_t { Ofi = 1, Verbs = 2, OfiRma = 3 };
 const char* transport_id_name(TransportId id);
 
 constexpr uint32_t kHandleMagic = 0x32544657;     // "WFT2"

@@ -45,6 +45,10 @@ ncclResult_t Endpoint::open(const fi_info* info, const std::string& device_name,
   endpoint->dmabuf_ = options.dmabuf && options.cuda != nullptr;
   endpoint->rma_ = (info->caps & FI_RMA) != 0;
   endpoint->rdma_ = options.rdma && endpoint->rma_;
+  endpoint->one_sided_ = options.one_sided && endpoint->rma_;
+  // libfabric 1.17's shm loses atomics asked for delivery completion under
+  // load; it keeps order, so it is never asked.
+  if (options.one_sided_ordered) endpoint->one_sided_flags_ = FI_COMPLETION;
   endpoint->max_write_size_ = info->ep_attr->max_msg_size;
   endpoint->weft_matching_ = options.weft_matching && endpoint->rdma_;
   endpoint->eager_size_ = options.eager_size;
@@ -199,6 +203,8 @@ ncclResult_t Endpoint::settle_efa_settings() {
               device_name_.c_str(), outcome.gpu_refusal.c_str());
     return ncclSystemError;
   }
+  // NCCL's LL and LL128 protocols never run over one-sided endpoints.
+  if (one_sided_) return ncclSuccess;
   return LineOrderGuard::process().report(
       device_name_, outcome.ordered_128,
       outcome.order_refusal + ": aligned 128-byte lines may arrive out of order");

@@ -63,6 +63,12 @@ struct EndpointOptions {
   // RDMA protocol on a fabric without FI_TAGGED: weft matches the control
   // messages itself (message_matcher.h).
   bool weft_matching = false;
+  // One-sided endpoint (rma_comm.h): regions take remote reads, writes and
+  // atomics.
+  bool one_sided = false;
+  // The provider keeps writes and atomics to a peer in order (FI_ORDER_WAW):
+  // their completions need not wait for delivery.
+  bool one_sided_ordered = false;
 };
 
 // Its member definitions live in one file per idea: endpoint.cpp (open,
@@ -121,6 +127,20 @@ class Endpoint final : public Poller, public OrphanKeeper {
   // through the NIC, to this endpoint itself: the flush NCCL wants after the
   // NIC wrote GPU memory.
   ssize_t flush_read(const void* data, const Registration& registration, OpContext* context);
+  // One-sided operations (rma_comm.h). A write or atomic completes once it
+  // is visible at the peer (delivery complete) unless the provider keeps
+  // them in order; a read once its data landed here.
+  ssize_t rma_write(const void* buffer, size_t size, void* descriptor, fi_addr_t peer,
+                    uint64_t remote_address, uint64_t key, OpContext* context);
+  ssize_t rma_read(void* buffer, size_t size, void* descriptor, fi_addr_t peer,
+                   uint64_t remote_address, uint64_t key, OpContext* context);
+  // Adds *operand (registered memory, kept until completion: some
+  // providers complete injected atomics never) to the peer's 64-bit word.
+  ssize_t atomic_add(const uint64_t* operand, void* descriptor, fi_addr_t peer,
+                     uint64_t remote_address, uint64_t key, OpContext* context);
+  // Whether the provider adds unsigned 64-bit words (fi_query_atomic); if
+  // not, why.
+  bool atomic_add_supported(std::string* why) const;
   // How a peer names `data` in a write: its virtual address, or its offset
   // in the registration when the provider does not use FI_MR_VIRT_ADDR.
   uint64_t remote_address(const void* data, const Registration& registration) const;
@@ -258,6 +278,8 @@ class Endpoint final : public Poller, public OrphanKeeper {
   FlushMethod flush_ = FlushMethod::None;
   bool rma_ = false;
   bool rdma_ = false;
+  bool one_sided_ = false;
+  uint64_t one_sided_flags_ = FI_COMPLETION | FI_DELIVERY_COMPLETE;
   bool write_lengths_reported_ = true;
   size_t eager_size_ = 0;
   int eager_buffers_ = 16;

@@ -1,8 +1,11 @@
 // Posting data operations: one call into the provider each, under the I/O
 // lock. EAGAIN goes back to the caller, which polls and retries later.
+#include <rdma/fi_atomic.h>
 #include <rdma/fi_errno.h>
 #include <rdma/fi_rma.h>
 #include <rdma/fi_tagged.h>
+
+#include <string>
 
 #include "ofi/endpoint.h"
 
@@ -135,6 +138,57 @@ ssize_t Endpoint::flush_read(const void* data, const Registration& registration,
   std::lock_guard<std::mutex> lock(io_mutex_);
   return tracked(fi_read(ep_.get(), flush_buffer_, 1, flush_descriptor_, self_, remote,
                          registration.key, &context->provider_context));
+}
+
+ssize_t Endpoint::rma_write(const void* buffer, size_t size, void* descriptor, fi_addr_t peer,
+                            uint64_t remote_address, uint64_t key, OpContext* context) {
+  iovec iov{const_cast<void*>(buffer), size};
+  fi_rma_iov remote{remote_address, size, key};
+  fi_msg_rma message{};
+  message.msg_iov = &iov;
+  message.desc = &descriptor;
+  message.iov_count = 1;
+  message.addr = peer;
+  message.rma_iov = &remote;
+  message.rma_iov_count = 1;
+  message.context = &context->provider_context;
+  std::lock_guard<std::mutex> lock(io_mutex_);
+  return fi_writemsg(ep_.get(), &message, one_sided_flags_);
+}
+
+ssize_t Endpoint::rma_read(void* buffer, size_t size, void* descriptor, fi_addr_t peer,
+                           uint64_t remote_address, uint64_t key, OpContext* context) {
+  std::lock_guard<std::mutex> lock(io_mutex_);
+  return fi_read(ep_.get(), buffer, size, descriptor, peer, remote_address, key,
+                 &context->provider_context);
+}
+
+ssize_t Endpoint::atomic_add(const uint64_t* operand, void* descriptor, fi_addr_t peer,
+                             uint64_t remote_address, uint64_t key, OpContext* context) {
+  fi_ioc source{const_cast<uint64_t*>(operand), 1};
+  fi_rma_ioc remote{remote_address, 1, key};
+  fi_msg_atomic message{};
+  message.msg_iov = &source;
+  message.desc = &descriptor;
+  message.iov_count = 1;
+  message.addr = peer;
+  message.rma_iov = &remote;
+  message.rma_iov_count = 1;
+  message.datatype = FI_UINT64;
+  message.op = FI_SUM;
+  message.context = &context->provider_context;
+  std::lock_guard<std::mutex> lock(io_mutex_);
+  return fi_atomicmsg(ep_.get(), &message, one_sided_flags_);
+}
+
+bool Endpoint::atomic_add_supported(std::string* why) const {
+  fi_atomic_attr attr{};
+  std::lock_guard<std::mutex> lock(io_mutex_);
+  int rc = fi_query_atomic(domain_.get(), FI_UINT64, FI_SUM, &attr, 0);
+  if (rc == 0 && attr.count >= 1) return true;
+  *why = "provider " + provider_name_ + " does not add 64-bit words remotely (fi_query_atomic: " +
+         (rc == 0 ? std::string("count 0") : std::string(fi_strerror(-rc))) + ")";
+  return false;
 }
 
 uint64_t Endpoint::remote_address(const void* data, const Registration& registration) const {

@@ -14,7 +14,7 @@ int Endpoint::register_region(void* start, size_t length, const MemorySource& so
   attr.iov_count = 1;
   // Reads serve the flush (the NIC reads back what it wrote).
   attr.access = FI_SEND | FI_RECV | (rma_ ? (FI_READ | FI_REMOTE_READ) : 0) |
-                (rdma_ ? (FI_WRITE | FI_REMOTE_WRITE) : 0);
+                (rdma_ || one_sided_ ? (FI_WRITE | FI_REMOTE_WRITE) : 0);
   attr.requested_key = mr_key_.fetch_add(1, std::memory_order_relaxed);
   attr.iface = FI_HMEM_SYSTEM;
   if (source.type == NCCL_PTR_CUDA) {

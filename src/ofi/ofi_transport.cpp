@@ -15,6 +15,7 @@
 #include "ofi/efa_settings.h"
 #include "ofi/listen_comm.h"
 #include "ofi/provider_quirks.h"
+#include "ofi/rma_comm.h"
 #include "weft/log.h"
 
 namespace weft::ofi {
@@ -297,29 +298,33 @@ ncclResult_t OfiTransport::endpoint_for(int rail, std::shared_ptr<Endpoint>* out
     return false;
   };
   auto open = [&](std::shared_ptr<Endpoint>* endpoint) {
-    EndpointOptions options;
-    options.cq_read_count = static_cast<int>(params_.ofi_cq_read_count);
-    options.cq_size = static_cast<int>(params_.ofi_cq_size);
-    options.mr_cache = params_.mr_cache;
-    options.mr_cache_max_entries = static_cast<int>(params_.mr_cache_max_entries);
-    options.cuda = device.gpu.cuda ? cuda_ : nullptr;
-    options.gpu_off_reason = device.gpu.off_reason;
-    options.dmabuf = device.gpu.dmabuf;
-    options.flush = device.gpu.flush;
-    options.rdma = device.protocol.protocol == Protocol::Rdma;
-    options.weft_matching = options.rdma && device.protocol.weft_matching;
-    options.eager_size = static_cast<size_t>(params_.ofi_eager_size);
-    options.eager_buffers = static_cast<int>(params_.ofi_eager_buffers);
-    options.control_sends = static_cast<int>(params_.ofi_control_sends);
-    options.max_message = device.discovered.properties.max_p2p_bytes;
-    options.reorder_window = static_cast<int>(params_.ofi_test_reorder);
-    options.reorder_seed = static_cast<uint64_t>(params_.ofi_test_reorder_seed);
-    options.test_hold_injects = params_.ofi_test_hold_injects;
-    options.wire_mutation = wire_mutation_;
-    return Endpoint::open(device.discovered.info.get(), device.discovered.properties.name, options,
-                          endpoint);
+    return Endpoint::open(device.discovered.info.get(), device.discovered.properties.name,
+                          endpoint_options(device), endpoint);
   };
   return device.endpoint.get(usable, open, out);
+}
+
+EndpointOptions OfiTransport::endpoint_options(const Rail& device) const {
+  EndpointOptions options;
+  options.cq_read_count = static_cast<int>(params_.ofi_cq_read_count);
+  options.cq_size = static_cast<int>(params_.ofi_cq_size);
+  options.mr_cache = params_.mr_cache;
+  options.mr_cache_max_entries = static_cast<int>(params_.mr_cache_max_entries);
+  options.cuda = device.gpu.cuda ? cuda_ : nullptr;
+  options.gpu_off_reason = device.gpu.off_reason;
+  options.dmabuf = device.gpu.dmabuf;
+  options.flush = device.gpu.flush;
+  options.rdma = device.protocol.protocol == Protocol::Rdma;
+  options.weft_matching = options.rdma && device.protocol.weft_matching;
+  options.eager_size = static_cast<size_t>(params_.ofi_eager_size);
+  options.eager_buffers = static_cast<int>(params_.ofi_eager_buffers);
+  options.control_sends = static_cast<int>(params_.ofi_control_sends);
+  options.max_message = device.discovered.properties.max_p2p_bytes;
+  options.reorder_window = static_cast<int>(params_.ofi_test_reorder);
+  options.reorder_seed = static_cast<uint64_t>(params_.ofi_test_reorder_seed);
+  options.test_hold_injects = params_.ofi_test_hold_injects;
+  options.wire_mutation = wire_mutation_;
+  return options;
 }
 
 std::shared_ptr<PeerLinks> OfiTransport::peer_links() {
@@ -401,6 +406,105 @@ ncclResult_t OfiTransport::connect(int dev, const CommConfig&, void* handle, Sen
   auto step = [](OfiSendComm& comm, bool* connected) { return comm.step_connect(connected); };
   return resume_connect(pending_, TransportId::Ofi, device.properties.name, handle, check, build,
                         step, send_comm);
+}
+
+}  // namespace weft::ofi
+
+namespace weft::ofi {
+
+const fi_info* OfiTransport::rma_info(Rail& rail, std::string* why) const {
+  std::lock_guard<std::mutex> lock(rma_mutex_);
+  if (!rail.rma_probed) {
+    rail.rma_probed = true;
+    constexpr uint64_t kCaps =
+        FI_RMA | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE | FI_ATOMIC;
+    // Where writes and atomics are kept in order a signal needs no
+    // delivery-complete round trip behind the data (rma_context.h).
+    rail.rma_info = find_variant(rail.discovered.info.get(), kCaps, 0, FI_ORDER_WAW);
+    rail.rma_ordered = rail.rma_info != nullptr;
+    if (!rail.rma_info) rail.rma_info = find_variant(rail.discovered.info.get(), kCaps, 0);
+    if (!rail.rma_info) {
+      rail.rma_off_reason = std::string("provider ") +
+                            rail.discovered.info->fabric_attr->prov_name +
+                            " offers no remote reads, writes and atomics (FI_RMA, FI_ATOMIC) on " +
+                            rail.discovered.properties.name;
+    }
+  }
+  if (!rail.rma_info) *why = rail.rma_off_reason;
+  return rail.rma_info.get();
+}
+
+bool OfiTransport::rma_supported(int dev, std::string* why) const {
+  Device device;
+  if (!device_of(dev, "one-sided devices", &device)) {
+    *why = "no device " + std::to_string(dev);
+    return false;
+  }
+  return rma_info(first_rail(device), why) != nullptr;
+}
+
+ncclResult_t OfiTransport::rma_endpoint_for(int rail, std::shared_ptr<Endpoint>* out) {
+  Rail& device = *rails_[rail];
+  std::string why;
+  const fi_info* info = rma_info(device, &why);
+  if (info == nullptr) {
+    WEFT_WARN("one-sided listen: %s", why.c_str());
+    return ncclInvalidUsage;
+  }
+  auto usable = [](const Endpoint& endpoint) { return !endpoint.broken(); };
+  auto open = [&](std::shared_ptr<Endpoint>* endpoint) {
+    EndpointOptions options = endpoint_options(device);
+    options.rdma = false;
+    options.weft_matching = false;
+    options.one_sided = true;
+    options.one_sided_ordered = device.rma_ordered;
+    ncclResult_t result =
+        Endpoint::open(info, device.discovered.properties.name, options, endpoint);
+    if (result != ncclSuccess) return result;
+    std::string refusal;
+    if (!(*endpoint)->atomic_add_supported(&refusal)) {
+      WEFT_WARN("one-sided listen on %s: %s; weft signals with remote atomics only",
+                device.discovered.properties.name.c_str(), refusal.c_str());
+      endpoint->reset();
+      return ncclInvalidUsage;
+    }
+    return ncclSuccess;
+  };
+  return device.rma_endpoint.get(usable, open, out);
+}
+
+ncclResult_t OfiTransport::rma_listen(int dev, void* handle, RmaListenComm** listen) {
+  *listen = nullptr;
+  Device device;
+  if (!device_of(dev, "one-sided listen", &device)) return ncclInvalidArgument;
+  std::shared_ptr<Endpoint> endpoint;
+  ncclResult_t result = rma_endpoint_for(device.rails[0], &endpoint);
+  if (result != ncclSuccess) return result;
+  if (endpoint->local_address_size() > kMaxAddressSize) {
+    WEFT_WARN("%s: endpoint address of %zu bytes does not fit in a %zu-byte handle",
+              endpoint->device_name().c_str(), endpoint->local_address_size(), kMaxAddressSize);
+    return ncclInternalError;
+  }
+  ListenHandle encoded;
+  encoded.transport = TransportId::OfiRma;
+  encoded.fingerprint = first_rail(device).provider_hash;
+  encoded.listen_id = endpoint->next_id();
+  encoded.payload_size = static_cast<uint8_t>(endpoint->local_address_size());
+  std::memcpy(encoded.payload, endpoint->local_address(), encoded.payload_size);
+  encode_handle(encoded, handle);
+  *listen = new OfiRmaListenComm(endpoint, encoded.listen_id, encoded.fingerprint);
+  return ncclSuccess;
+}
+
+ncclResult_t OfiTransport::rma_connect(void* const* handles, int nranks, int rank,
+                                       RmaListenComm* listen, RmaComm** comm) {
+  *comm = nullptr;
+  std::unique_ptr<OfiRmaComm> made;
+  ncclResult_t result =
+      OfiRmaComm::connect(handles, nranks, rank, static_cast<OfiRmaListenComm*>(listen),
+                          static_cast<int>(params_.connect_timeout_ms), &made);
+  if (result == ncclSuccess) *comm = made.release();
+  return result;
 }
 
 }  // namespace weft::ofi

@@ -39,6 +39,13 @@ class OfiTransport final : public Transport {
   ncclResult_t connect(int dev, const CommConfig& config, void* handle,
                        SendComm** send_comm) override;
 
+  // One-sided comms (rma_comm.h) on each device's first rail, over an
+  // endpoint of their own with FI_RMA and FI_ATOMIC.
+  bool rma_supported(int dev, std::string* why) const override;
+  ncclResult_t rma_listen(int dev, void* handle, RmaListenComm** listen) override;
+  ncclResult_t rma_connect(void* const* handles, int nranks, int rank, RmaListenComm* listen,
+                           RmaComm** comm) override;
+
  private:
   // A physical NIC: one provider domain.
   struct Rail {
@@ -49,6 +56,13 @@ class OfiTransport final : public Transport {
     // Nothing of the provider stays open once every comm is closed (shm
     // also names endpoints per process).
     HeldByComms<Endpoint> endpoint;
+    // One-sided: the provider asked again for FI_RMA and FI_ATOMIC (null
+    // when it has not: rma_off_reason says why), found on first use.
+    bool rma_probed = false;
+    InfoPtr rma_info;
+    bool rma_ordered = false;  // writes and atomics stay in order (FI_ORDER_WAW)
+    std::string rma_off_reason;
+    HeldByComms<Endpoint> rma_endpoint;
   };
   // What NCCL calls a device: one rail, or several (RDMA protocol only).
   struct Device {
@@ -58,6 +72,11 @@ class OfiTransport final : public Transport {
 
   OfiTransport() = default;
   ncclResult_t endpoint_for(int rail, std::shared_ptr<Endpoint>* out);
+  // What both endpoints of a rail are opened with.
+  EndpointOptions endpoint_options(const Rail& rail) const;
+  // The rail's one-sided fi_info, probed once (rma_mutex_).
+  const fi_info* rma_info(Rail& rail, std::string* why) const;
+  ncclResult_t rma_endpoint_for(int rail, std::shared_ptr<Endpoint>* out);
   // Endpoints of every rail of `dev` that its comms use.
   ncclResult_t rail_endpoints(const Device& device, std::vector<std::shared_ptr<Endpoint>>* out);
   // A copy of device `dev`, or false (and a log naming `caller`).
@@ -79,6 +98,7 @@ class OfiTransport final : public Transport {
   HeldByComms<PeerLinks> links_;
   bool links_refused_ = false;  // said once: no liveness links
   std::vector<std::unique_ptr<Rail>> rails_;
+  mutable std::mutex rma_mutex_;
   mutable std::mutex devices_mutex_;  // makeVDevice appends while others read
   std::deque<Device> devices_;
   // Connections whose acknowledgement has not arrived.

@@ -103,9 +103,12 @@ InfoPtr make_hints(const std::string& provider, uint64_t extra_caps, uint64_t ex
   return hints;
 }
 
-InfoPtr find_variant(const fi_info* base, uint64_t extra_caps, uint64_t extra_mr_mode) {
+InfoPtr find_variant(const fi_info* base, uint64_t extra_caps, uint64_t extra_mr_mode,
+                     uint64_t extra_order) {
   InfoPtr hints = make_hints(base->fabric_attr->prov_name, extra_caps, extra_mr_mode);
   if (!hints) return nullptr;
+  hints->tx_attr->msg_order |= extra_order;
+  hints->rx_attr->msg_order |= extra_order;
   hints->domain_attr->name = strdup(base->domain_attr->name);
   fi_info* found = nullptr;
   int rc = fi_getinfo(fabric_api_version(), nullptr, nullptr, 0, hints.get(), &found);
@@ -114,7 +117,8 @@ InfoPtr find_variant(const fi_info* base, uint64_t extra_caps, uint64_t extra_mr
   for (fi_info* info = all.get(); info != nullptr; info = info->next) {
     if (std::strcmp(info->fabric_attr->prov_name, base->fabric_attr->prov_name) == 0 &&
         std::strcmp(info->domain_attr->name, base->domain_attr->name) == 0 &&
-        (info->caps & extra_caps) == extra_caps) {
+        (info->caps & extra_caps) == extra_caps &&
+        (info->tx_attr->msg_order & extra_order) == extra_order) {
       return InfoPtr(fi_dupinfo(info));
     }
   }

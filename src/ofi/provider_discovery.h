@@ -24,7 +24,9 @@ InfoPtr make_hints(const std::string& provider, uint64_t extra_caps, uint64_t ex
 
 // The same provider and domain as `base`, asked again with extra caps and
 // mr_mode bits; nullptr when the provider does not offer them there.
-InfoPtr find_variant(const fi_info* base, uint64_t extra_caps, uint64_t extra_mr_mode);
+// `extra_order`: message order bits asked for on top of send-after-send.
+InfoPtr find_variant(const fi_info* base, uint64_t extra_caps, uint64_t extra_mr_mode,
+                     uint64_t extra_order = 0);
 // The same provider and domain offering plain messages (FI_MSG) and
 // `extra_caps`, asking for no FI_TAGGED and no message order; when
 // `fabric` is not empty, only that fabric (efa's "efa-direct": the efa

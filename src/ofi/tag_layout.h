@@ -19,6 +19,10 @@ constexpr uint64_t kAckKind = 1ull << 61;
 // RDMA protocol: clear-to-send to a send comm, eager data to a recv comm.
 constexpr uint64_t kCtsKind = 1ull << 60;
 constexpr uint64_t kEagerKind = 1ull << 59;
+// One-sided comms' setup records (rma_comm.h), on their own endpoint: the
+// collective step's round in bits 32..57.
+constexpr uint64_t kRmaSetupKind = 1ull << 58;
+constexpr uint32_t kRmaRoundMask = (1u << 26) - 1;
 
 constexpr uint64_t data_tag(uint32_t recv_comm_id, int nccl_tag) {
   return (static_cast<uint64_t>(recv_comm_id & kMaxCommId) << 32) | static_cast<uint32_t>(nccl_tag);

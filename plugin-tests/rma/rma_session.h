@@ -1,0 +1,65 @@
+// One rank's view of a one-sided comm under test: the table, its context,
+// the comm over every rank of the team, and helpers that wait for
+// requests and signals while driving progress, as NCCL's proxy thread does.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "rank_team.h"
+#include "rma_table.h"
+
+namespace weft::rt {
+
+// The table the suite drives: WEFT_TEST_RMA_TABLE (rma14 when unset).
+std::string table_under_test();
+// WEFT_TEST_RMA_MAX: the largest transfer (64 MiB when unset).
+size_t largest_transfer();
+
+// Byte i of what `sender` writes for `target` with `salt`.
+inline uint8_t pattern_byte(int sender, int target, size_t i, uint32_t salt) {
+  return static_cast<uint8_t>(sender * 67 + target * 29 + i * 13 + (i >> 9) + salt);
+}
+void fill_pattern(uint8_t* out, size_t size, int sender, int target, uint32_t salt);
+// Empty when it matches, else where it first differs.
+std::string check_pattern(const uint8_t* in, size_t size, int sender, int target, uint32_t salt);
+
+inline uint64_t load_signal(const void* word) {
+  return __atomic_load_n(static_cast<const uint64_t*>(word), __ATOMIC_ACQUIRE);
+}
+
+class Session {
+ public:
+  explicit Session(Team& team) : team_(team) {}
+  ~Session();
+  // Loads the table, inits, listens on device 0, swaps handles, connects.
+  std::string open();
+  std::string close();
+
+  const RmaTable& table() const { return table_; }
+  void* comm() const { return comm_; }
+  Team& team() { return team_; }
+  // The comm itself (v11/v12) or a block made with `contexts`.
+  std::string make_target(int contexts, Target* target);
+  std::string register_region(void* data, size_t size, void** mhandle);
+  // The team's barrier, driving `target`'s progress while it waits.
+  std::string barrier(const Target& target, int timeout_s = 120);
+  // Waits for the request while driving `target`'s progress.
+  std::string wait(const Target& target, void* request, const char* what, int timeout_s = 120);
+  // Waits until the 64-bit word at `word` reaches `value`.
+  std::string wait_signal(const Target& target, const void* word, uint64_t value, const char* what,
+                          int timeout_s = 120);
+
+ private:
+  Team& team_;
+  RmaTable table_;
+  void* context_ = nullptr;
+  void* listen_ = nullptr;
+  void* comm_ = nullptr;
+};
+
+// "what: result N" for a call that did not return ncclSuccess.
+std::string failed_call(const char* what, ncclResult_t result);
+
+}  // namespace weft::rt

@@ -1,0 +1,72 @@
+// Any plugin's one-sided table, driven through its exported ABI only: one
+// interface over ncclRmaPlugin_v14/v13 and ncclGinPlugin_v13/v12/v11, so
+// every check of the RMA suite runs against each of them. GIN v11/v12
+// have no contexts: operations go on the comm itself (a Target with a
+// null context), as NCCL's proxy calls them.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "nccl/one_sided.h"
+
+namespace weft::rt {
+
+// Where operations go: a context block (RMA, GIN v13) or the comm (v11/v12).
+struct Target {
+  void* comm = nullptr;
+  void* context = nullptr;
+};
+
+class RmaTable {
+ public:
+  // `which`: rma14, rma13, gin13, gin12 or gin11. Loads `path` with
+  // RTLD_LOCAL; false and `error` when the symbol is missing.
+  bool load(const std::string& path, const std::string& which, std::string* error);
+  const std::string& symbol() const { return symbol_; }
+  int version() const { return version_; }
+  bool has_contexts() const { return version_ >= 13; }
+  bool has_get() const { return version_ >= 13; }
+  bool has_strength() const { return version_ >= 14; }
+
+  ncclResult_t init(void** ctx) const;
+  ncclResult_t finalize(void* ctx) const;
+  ncclResult_t devices(int* ndev) const;
+  ncclResult_t properties(int dev, int* device_type, int* max_recvs, int* ptr_support) const;
+  ncclResult_t listen(void* ctx, int dev, void* handle, void** listen_comm) const;
+  ncclResult_t connect(void* ctx, void** handles, int nranks, int rank, void* listen_comm,
+                       void** comm) const;
+  ncclResult_t close_listen(void* listen_comm) const;
+  ncclResult_t close_coll(void* comm) const;
+  // v11/v12: no call, the comm is the target.
+  ncclResult_t create_context(void* comm, int contexts, int rank_stride, Target* target) const;
+  ncclResult_t destroy_context(const Target& target) const;
+  ncclResult_t reg(void* comm, void* data, size_t size, int type, uint64_t flags,
+                   void** mhandle) const;
+  ncclResult_t dereg(void* comm, void* mhandle) const;
+  ncclResult_t put(const Target& target, int context, uint64_t src_off, void* src, size_t size,
+                   uint64_t dst_off, void* dst, uint32_t rank, void** request) const;
+  ncclResult_t put_signal(const Target& target, int context, uint64_t src_off, void* src,
+                          size_t size, uint64_t dst_off, void* dst, uint32_t rank,
+                          uint64_t signal_off, void* signal, uint64_t value, uint32_t op,
+                          bool strong, void** request) const;
+  ncclResult_t get(const Target& target, int context, uint64_t remote_off, void* remote,
+                   size_t size, uint64_t local_off, void* local, uint32_t rank,
+                   void** request) const;
+  ncclResult_t flush(const Target& target, int context, void* mhandle, uint32_t rank,
+                     void** request) const;
+  ncclResult_t test(void* comm, void* request, int* done) const;
+  ncclResult_t progress(const Target& target) const;
+  ncclResult_t query_last_error(const Target& target, bool* has_error) const;
+
+ private:
+  std::string symbol_;
+  int version_ = 0;
+  const ncclGin_v11_t* v11_ = nullptr;
+  const ncclGin_v12_t* v12_ = nullptr;
+  const ncclGin_v13_t* v13_ = nullptr;
+  const ncclRma_v14_t* v14_ = nullptr;
+};
+
+}  // namespace weft::rt

@@ -1,0 +1,563 @@
+// The one-sided suite: every check runs in N ranks (WEFT_TEST_RANKS, 4 when
+// unset), each its own process, through the table WEFT_TEST_RMA_TABLE
+// names, and checks real bytes.
+#include <unistd.h>
+
+#include <atomic>
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "plugin_under_test.h"
+#include "rank_team.h"
+#include "rma_session.h"
+
+namespace weft::rt {
+namespace {
+
+int team_size() {
+  const char* value = std::getenv("WEFT_TEST_RANKS");
+  return value != nullptr ? std::atoi(value) : 4;
+}
+
+void require_passed(const std::vector<std::string>& failures) {
+  for (const std::string& failure : failures) UNSCOPED_INFO(failure);
+  REQUIRE(failures.empty());
+}
+
+// Page-aligned, zeroed host memory.
+struct HostBuffer {
+  explicit HostBuffer(size_t bytes) : size(bytes) {
+    void* memory = nullptr;
+    if (::posix_memalign(&memory, 4096, bytes == 0 ? 4096 : bytes) == 0) {
+      std::memset(memory, 0, bytes);
+      data = static_cast<uint8_t*>(memory);
+    }
+  }
+  ~HostBuffer() { std::free(data); }
+  uint8_t* data = nullptr;
+  size_t size;
+};
+
+#define RT_TRY(expr)                        \
+  do {                                      \
+    std::string rt_error = (expr);          \
+    if (!rt_error.empty()) return rt_error; \
+  } while (0)
+
+#define RT_CALL(what, expr)                                            \
+  do {                                                                 \
+    ncclResult_t rt_result = (expr);                                   \
+    if (rt_result != ncclSuccess) return failed_call(what, rt_result); \
+  } while (0)
+
+// The regions a check registers, deregistered together at its end.
+class Regions {
+ public:
+  explicit Regions(Session& session) : session_(session) {}
+  std::string add(HostBuffer& buffer, void** mhandle) {
+    RT_TRY(session_.register_region(buffer.data, buffer.size, mhandle));
+    handles_.push_back(*mhandle);
+    return "";
+  }
+  std::string release() {
+    for (void* mhandle : handles_) {
+      RT_CALL("deregMrSym", session_.table().dereg(session_.comm(), mhandle));
+    }
+    handles_.clear();
+    return "";
+  }
+
+ private:
+  Session& session_;
+  std::vector<void*> handles_;
+};
+
+// Runs `check` in every rank of a team of team_size(), on a connected
+// session that is closed after it.
+void run_ranks(const std::function<std::string(Session&, Team&)>& check, int timeout_s = 600) {
+  require_passed(run_team(
+      team_size(),
+      [&](Team& team) -> std::string {
+        Session session(team);
+        RT_TRY(session.open());
+        RT_TRY(check(session, team));
+        return session.close();
+      },
+      timeout_s));
+}
+
+std::vector<size_t> transfer_sizes() {
+  std::vector<size_t> sizes;
+  for (size_t size : {size_t{0}, size_t{1}, size_t{8}, size_t{4095}, size_t{65536}, size_t{1} << 20,
+                      size_t{64} << 20}) {
+    if (size <= largest_transfer()) sizes.push_back(size);
+  }
+  return sizes;
+}
+
+}  // namespace
+
+TEST_CASE("puts of 0 B to the largest size land byte for byte at every rank", "[rma][put]") {
+  run_ranks([](Session& session, Team& team) -> std::string {
+    Target target;
+    RT_TRY(session.make_target(1, &target));
+    const size_t largest = largest_transfer();
+    const int n = team.size();
+    const int me = team.rank();
+    HostBuffer source(largest);
+    HostBuffer window(largest * n);
+    HostBuffer signals(8 * 64);
+    void* source_mr = nullptr;
+    void* window_mr = nullptr;
+    void* signals_mr = nullptr;
+    Regions regions(session);
+    RT_TRY(regions.add(source, &source_mr));
+    RT_TRY(regions.add(window, &window_mr));
+    RT_TRY(regions.add(signals, &signals_mr));
+    uint32_t salt = 0;
+    for (size_t size : transfer_sizes()) {
+      ++salt;
+      // To every rank, this one included (NCCL's graph flush puts to itself).
+      for (int peer = 0; peer < n; ++peer) {
+        fill_pattern(source.data, size, me, peer, salt);
+        void* request = nullptr;
+        RT_CALL("iput", session.table().put(target, 0, 0, source_mr, size,
+                                            static_cast<uint64_t>(me) * largest, window_mr,
+                                            static_cast<uint32_t>(peer), &request));
+        RT_TRY(session.wait(target, request, "iput"));
+        // A signal alone: visible only after the put before it.
+        RT_CALL("iputSignal",
+                session.table().put_signal(target, 0, 0, nullptr, 0, 0, nullptr,
+                                           static_cast<uint32_t>(peer), 8 * (salt % 64), signals_mr,
+                                           1, NCCL_NET_SIGNAL_OP_ADD, true, &request));
+        RT_TRY(session.wait(target, request, "iputSignal"));
+      }
+      RT_TRY(session.wait_signal(target, signals.data + 8 * (salt % 64), static_cast<uint64_t>(n),
+                                 "puts' signals"));
+      for (int sender = 0; sender < n; ++sender) {
+        std::string error = check_pattern(window.data + static_cast<size_t>(sender) * largest, size,
+                                          sender, me, salt);
+        if (!error.empty()) return "put of " + std::to_string(size) + " bytes: " + error;
+      }
+      RT_TRY(session.barrier(target));
+    }
+    RT_TRY(regions.release());
+    RT_CALL("destroyContext", session.table().destroy_context(target));
+    return "";
+  });
+}
+
+TEST_CASE("a signal is never seen before the data it covers", "[rma][signal]") {
+  run_ranks([](Session& session, Team& team) -> std::string {
+    Target target;
+    const int contexts = session.table().has_contexts() ? 4 : 1;
+    RT_TRY(session.make_target(contexts, &target));
+    constexpr int kBlocks = 256;
+    constexpr size_t kBlock = 32 << 10;
+    const int n = team.size();
+    const int me = team.rank();
+    const int next = (me + 1) % n;
+    const int previous = (me + n - 1) % n;
+    HostBuffer source(kBlock * kBlocks);
+    HostBuffer window(kBlock * kBlocks);
+    HostBuffer signals(8 * kBlocks);
+    void* source_mr = nullptr;
+    void* window_mr = nullptr;
+    void* signals_mr = nullptr;
+    Regions regions(session);
+    RT_TRY(regions.add(source, &source_mr));
+    RT_TRY(regions.add(window, &window_mr));
+    RT_TRY(regions.add(signals, &signals_mr));
+    fill_pattern(source.data, source.size, me, next, 77);
+    std::vector<void*> requests(kBlocks, nullptr);
+    std::vector<bool> checked(kBlocks, false);
+    int posted = 0;
+    int finished = 0;
+    int verified = 0;
+    // Block b goes on context b % contexts; its signal word gets b + 1. A
+    // strong signal also covers every earlier block of its context.
+    auto verify = [&]() -> std::string {
+      for (int b = 0; b < kBlocks; ++b) {
+        if (checked[b] || load_signal(signals.data + 8 * b) == 0) continue;
+        uint64_t value = load_signal(signals.data + 8 * b);
+        if (value != static_cast<uint64_t>(b) + 1) {
+          return "signal " + std::to_string(b) + " reads " + std::to_string(value);
+        }
+        bool strong = !session.table().has_strength() || b % 2 == 0;
+        for (int earlier = strong ? b % contexts : b; earlier <= b; earlier += contexts) {
+          const uint8_t* got = window.data + kBlock * earlier;
+          for (size_t i = 0; i < kBlock; ++i) {
+            uint8_t expected = pattern_byte(previous, me, kBlock * earlier + i, 77);
+            if (got[i] != expected) {
+              return "block " + std::to_string(earlier) + " byte " + std::to_string(i) +
+                     " not there when signal " + std::to_string(b) + " (" +
+                     (strong ? "strong" : "weak") + ") was seen";
+            }
+          }
+        }
+        checked[b] = true;
+        ++verified;
+      }
+      return "";
+    };
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(300);
+    while (finished < kBlocks || verified < kBlocks) {
+      if (posted < kBlocks) {
+        int b = posted;
+        bool strong = !session.table().has_strength() || b % 2 == 0;
+        RT_CALL("iputSignal",
+                session.table().put_signal(target, b % contexts, kBlock * b, source_mr, kBlock,
+                                           kBlock * b, window_mr, static_cast<uint32_t>(next),
+                                           8 * b, signals_mr, static_cast<uint64_t>(b) + 1,
+                                           NCCL_NET_SIGNAL_OP_ADD, strong, &requests[b]));
+        if (requests[b] == nullptr) return "iputSignal returned success and a NULL request";
+        ++posted;
+      }
+      for (int b = finished; b < posted; ++b) {
+        if (requests[b] == nullptr) continue;
+        int done = 0;
+        RT_CALL("test", session.table().test(session.comm(), requests[b], &done));
+        if (done) requests[b] = nullptr;
+      }
+      while (finished < posted && requests[finished] == nullptr) ++finished;
+      RT_CALL("progress", session.table().progress(target));
+      RT_TRY(verify());
+      if (std::chrono::steady_clock::now() > deadline) {
+        return "after 300 s: " + std::to_string(finished) + " of " + std::to_string(kBlocks) +
+               " sent, " + std::to_string(verified) + " received";
+      }
+    }
+    RT_TRY(session.barrier(target));
+    bool has_error = true;
+    RT_CALL("queryLastError", session.table().query_last_error(target, &has_error));
+    if (has_error) return "queryLastError reports an error after a clean run";
+    RT_TRY(regions.release());
+    RT_CALL("destroyContext", session.table().destroy_context(target));
+    return "";
+  });
+}
+
+TEST_CASE("gets read every rank's bytes, and a flush covers them", "[rma][get]") {
+  run_ranks([](Session& session, Team& team) -> std::string {
+    if (!session.table().has_get()) return "";  // GIN v11/v12 have no iget
+    Target target;
+    RT_TRY(session.make_target(2, &target));
+    const size_t largest = largest_transfer();
+    const int n = team.size();
+    const int me = team.rank();
+    HostBuffer window(largest * n);
+    HostBuffer landing(largest * n);
+    void* window_mr = nullptr;
+    void* landing_mr = nullptr;
+    Regions regions(session);
+    RT_TRY(regions.add(window, &window_mr));
+    RT_TRY(regions.add(landing, &landing_mr));
+    for (int reader = 0; reader < n; ++reader) {
+      fill_pattern(window.data + static_cast<size_t>(reader) * largest, largest, me, reader, 5);
+    }
+    RT_TRY(session.barrier(target));
+    for (size_t size : transfer_sizes()) {
+      std::vector<void*> requests;
+      for (int peer = 0; peer < n; ++peer) {
+        void* request = nullptr;
+        uint64_t at = static_cast<uint64_t>(peer) * largest;
+        RT_CALL("iget", session.table().get(target, peer % 2, static_cast<uint64_t>(me) * largest,
+                                            window_mr, size, at, landing_mr,
+                                            static_cast<uint32_t>(peer), &request));
+        if (request == nullptr) return "iget returned success and a NULL request";
+        requests.push_back(request);
+      }
+      // A flush completes only once the gets before it landed.
+      for (int peer = 0; peer < n; ++peer) {
+        void* request = nullptr;
+        RT_CALL("iflush", session.table().flush(target, peer % 2, window_mr,
+                                                static_cast<uint32_t>(peer), &request));
+        if (request != nullptr) RT_TRY(session.wait(target, request, "iflush"));
+        std::string error =
+            check_pattern(landing.data + static_cast<size_t>(peer) * largest, size, peer, me, 5);
+        if (!error.empty())
+          return "get of " + std::to_string(size) + " bytes after iflush: " + error;
+      }
+      for (void* request : requests) RT_TRY(session.wait(target, request, "iget"));
+    }
+    // Nothing outstanding: a flush has nothing to wait for.
+    void* request = reinterpret_cast<void*>(1);
+    RT_CALL("iflush", session.table().flush(target, 0, window_mr, 0, &request));
+    if (request != nullptr) RT_TRY(session.wait(target, request, "idle iflush"));
+    RT_TRY(session.barrier(target));
+    RT_TRY(regions.release());
+    RT_CALL("destroyContext", session.table().destroy_context(target));
+    return "";
+  });
+}
+
+TEST_CASE("many context blocks and contexts carry their own signals", "[rma][contexts]") {
+  run_ranks([](Session& session, Team& team) -> std::string {
+    if (!session.table().has_contexts()) return "";  // GIN v11/v12: the comm only
+    constexpr int kBlocks = 8;
+    constexpr int kContexts = 4;
+    constexpr size_t kSlot = 4096;
+    const int n = team.size();
+    const int me = team.rank();
+    const int next = (me + 1) % n;
+    const int previous = (me + n - 1) % n;
+    std::vector<Target> targets(kBlocks);
+    for (Target& target : targets) RT_TRY(session.make_target(kContexts, &target));
+    HostBuffer source(kSlot * kBlocks * kContexts);
+    HostBuffer window(kSlot * kBlocks * kContexts);
+    HostBuffer signals(8 * kBlocks * kContexts);
+    void* source_mr = nullptr;
+    void* window_mr = nullptr;
+    void* signals_mr = nullptr;
+    Regions regions(session);
+    RT_TRY(regions.add(source, &source_mr));
+    RT_TRY(regions.add(window, &window_mr));
+    RT_TRY(regions.add(signals, &signals_mr));
+    fill_pattern(source.data, source.size, me, next, 9);
+    std::vector<std::pair<int, void*>> requests;
+    for (int block = 0; block < kBlocks; ++block) {
+      for (int context = 0; context < kContexts; ++context) {
+        int slot = block * kContexts + context;
+        void* request = nullptr;
+        RT_CALL("iputSignal", session.table().put_signal(
+                                  targets[block], context, kSlot * slot, source_mr, kSlot,
+                                  kSlot * slot, window_mr, static_cast<uint32_t>(next), 8 * slot,
+                                  signals_mr, 1, NCCL_NET_SIGNAL_OP_INC, true, &request));
+        requests.emplace_back(block, request);
+      }
+    }
+    for (auto& [block, request] : requests) {
+      RT_TRY(session.wait(targets[block], request, "iputSignal"));
+    }
+    for (int slot = 0; slot < kBlocks * kContexts; ++slot) {
+      RT_TRY(session.wait_signal(targets[slot / kContexts], signals.data + 8 * slot, 1, "INC"));
+      if (load_signal(signals.data + 8 * slot) != 1) return "an INC signal added more than 1";
+      const uint8_t* got = window.data + kSlot * slot;
+      for (size_t i = 0; i < kSlot; ++i) {
+        if (got[i] != pattern_byte(previous, me, kSlot * slot + i, 9)) {
+          return "slot " + std::to_string(slot) + " byte " + std::to_string(i) + " differs";
+        }
+      }
+    }
+    RT_TRY(session.barrier(targets[0]));
+    RT_TRY(regions.release());
+    for (Target& target : targets) {
+      RT_CALL("destroyContext", session.table().destroy_context(target));
+    }
+    return "";
+  });
+}
+
+TEST_CASE("threads drive their own context blocks at once", "[rma][threads]") {
+  run_ranks([](Session& session, Team& team) -> std::string {
+    if (!session.table().has_contexts()) return "";  // NCCL drives v11/v12 from one thread
+    constexpr int kThreads = 4;
+    constexpr int kMessages = 200;
+    constexpr size_t kSize = 8192;
+    const int n = team.size();
+    const int me = team.rank();
+    const int next = (me + 1) % n;
+    const int previous = (me + n - 1) % n;
+    std::vector<Target> targets(kThreads);
+    for (Target& target : targets) RT_TRY(session.make_target(1, &target));
+    HostBuffer source(kSize * kThreads);
+    HostBuffer window(kSize * kThreads * kMessages);
+    HostBuffer signals(8 * kThreads);
+    void* source_mr = nullptr;
+    void* window_mr = nullptr;
+    void* signals_mr = nullptr;
+    Regions regions(session);
+    RT_TRY(regions.add(source, &source_mr));
+    RT_TRY(regions.add(window, &window_mr));
+    RT_TRY(regions.add(signals, &signals_mr));
+    std::vector<std::string> errors(kThreads);
+    std::vector<std::thread> threads;
+    for (int t = 0; t < kThreads; ++t) {
+      threads.emplace_back([&, t] {
+        for (int m = 0; m < kMessages && errors[t].empty(); ++m) {
+          // Each message's bytes differ: the source is refilled once the last put is done.
+          fill_pattern(source.data + kSize * t, kSize, me, next, 1000 * t + m);
+          void* request = nullptr;
+          uint64_t at = kSize * (static_cast<size_t>(t) * kMessages + m);
+          ncclResult_t r =
+              session.table().put_signal(targets[t], 0, kSize * t, source_mr, kSize, at, window_mr,
+                                         static_cast<uint32_t>(next), 8 * t, signals_mr, 1,
+                                         NCCL_NET_SIGNAL_OP_ADD, true, &request);
+          if (r != ncclSuccess) {
+            errors[t] = failed_call("iputSignal", r);
+            break;
+          }
+          errors[t] = session.wait(targets[t], request, "iputSignal");
+        }
+        if (errors[t].empty()) {
+          errors[t] = session.wait_signal(targets[t], signals.data + 8 * t, kMessages, "thread");
+        }
+      });
+    }
+    for (std::thread& thread : threads) thread.join();
+    for (const std::string& error : errors) RT_TRY(error);
+    for (int t = 0; t < kThreads; ++t) {
+      for (int m = 0; m < kMessages; ++m) {
+        const uint8_t* got = window.data + kSize * (static_cast<size_t>(t) * kMessages + m);
+        std::string error = check_pattern(got, kSize, previous, me, 1000 * t + m);
+        if (!error.empty()) {
+          return "thread " + std::to_string(t) + " message " + std::to_string(m) + ": " + error;
+        }
+      }
+    }
+    RT_TRY(session.barrier(targets[0]));
+    RT_TRY(regions.release());
+    for (Target& target : targets) {
+      RT_CALL("destroyContext", session.table().destroy_context(target));
+    }
+    return "";
+  });
+}
+
+TEST_CASE("bad arguments are refused with ncclInvalidArgument", "[rma][errors]") {
+  run_ranks([](Session& session, Team& team) -> std::string {
+    Target target;
+    RT_TRY(session.make_target(2, &target));
+    HostBuffer buffer(4096);
+    void* mr = nullptr;
+    Regions regions(session);
+    RT_TRY(regions.add(buffer, &mr));
+    const uint32_t n = static_cast<uint32_t>(team.size());
+    const RmaTable& table = session.table();
+    int stranger = 0;
+    auto expect_invalid = [&](const char* what, ncclResult_t result, void* request) {
+      if (result != ncclInvalidArgument) {
+        return std::string(what) + ": returned " + std::to_string(result) +
+               ", expected ncclInvalidArgument (4)";
+      }
+      if (request != nullptr) return std::string(what) + ": a request came back with the error";
+      return std::string();
+    };
+    void* request = nullptr;
+    RT_TRY(expect_invalid("iput to rank n", table.put(target, 0, 0, mr, 8, 0, mr, n, &request),
+                          request));
+    RT_TRY(expect_invalid("iput past the source region",
+                          table.put(target, 0, 4090, mr, 8, 0, mr, 0, &request), request));
+    RT_TRY(expect_invalid("iput past the destination region",
+                          table.put(target, 0, 0, mr, 8, 4089, mr, 0, &request), request));
+    RT_TRY(expect_invalid("iput with a foreign handle",
+                          table.put(target, 0, 0, &stranger, 8, 0, mr, 0, &request), request));
+    RT_TRY(expect_invalid(
+        "iputSignal with operation 7",
+        table.put_signal(target, 0, 0, mr, 8, 0, mr, 0, 0, mr, 1, 7, true, &request), request));
+    RT_TRY(expect_invalid("iputSignal to an unaligned word",
+                          table.put_signal(target, 0, 0, mr, 8, 0, mr, 0, 4, mr, 1,
+                                           NCCL_NET_SIGNAL_OP_INC, true, &request),
+                          request));
+    RT_TRY(expect_invalid("iputSignal past the signal region",
+                          table.put_signal(target, 0, 0, nullptr, 0, 0, nullptr, 0, 4096, mr, 1,
+                                           NCCL_NET_SIGNAL_OP_INC, true, &request),
+                          request));
+    if (table.has_contexts()) {
+      RT_TRY(expect_invalid("iput on context 2 of 2",
+                            table.put(target, 2, 0, mr, 8, 0, mr, 0, &request), request));
+      Target forged{session.comm(), &stranger};
+      RT_TRY(expect_invalid("iput on a forged context",
+                            table.put(forged, 0, 0, mr, 8, 0, mr, 0, &request), request));
+    }
+    int done = 0;
+    RT_TRY(expect_invalid("test of a NULL request", table.test(session.comm(), nullptr, &done),
+                          nullptr));
+    RT_TRY(
+        expect_invalid("test on a forged comm", table.test(&stranger, &stranger, &done), nullptr));
+    RT_TRY(expect_invalid("deregMrSym of a foreign handle", table.dereg(session.comm(), &stranger),
+                          nullptr));
+    RT_TRY(expect_invalid("regMrSym of nothing",
+                          table.reg(session.comm(), nullptr, 0, NCCL_PTR_HOST, 0, &request),
+                          request));
+    // Still usable: an 8-byte put to itself.
+    fill_pattern(buffer.data, 8, team.rank(), team.rank(), 3);
+    RT_CALL("iput",
+            table.put(target, 0, 0, mr, 8, 64, mr, static_cast<uint32_t>(team.rank()), &request));
+    RT_TRY(session.wait(target, request, "iput to itself"));
+    RT_TRY(check_pattern(buffer.data + 64, 8, team.rank(), team.rank(), 3));
+    RT_TRY(session.barrier(target));
+    RT_TRY(regions.release());
+    RT_CALL("destroyContext", table.destroy_context(target));
+    return "";
+  });
+}
+
+TEST_CASE("a rank's handles out of order fail connect on every rank", "[rma][errors]") {
+  require_passed(run_team(
+      team_size(),
+      [](Team& team) -> std::string {
+        RmaTable table;
+        std::string error;
+        if (!table.load(ft::plugin_path(), table_under_test(), &error)) return error;
+        void* context = nullptr;
+        RT_CALL("init", table.init(&context));
+        void* listen = nullptr;
+        RT_CALL("listen", table.listen(context, 0, team.handle(team.rank()), &listen));
+        if (!team.barrier()) return "barrier timed out";
+        // Every rank passes the handles rotated by one: none is where it belongs.
+        std::vector<void*> handles(static_cast<size_t>(team.size()));
+        for (int r = 0; r < team.size(); ++r) handles[r] = team.handle((r + 1) % team.size());
+        void* comm = nullptr;
+        ncclResult_t r =
+            table.connect(context, handles.data(), team.size(), team.rank(), listen, &comm);
+        table.close_listen(listen);
+        if (r != ncclInvalidArgument) {
+          return "connect with rotated handles returned " + std::to_string(r) +
+                 ", expected ncclInvalidArgument (4)";
+        }
+        if (comm != nullptr) return "connect failed and returned a comm";
+        // A corrupt handle is refused too.
+        unsigned char corrupt[kHandleBytes] = {0x57, 0x46, 0x54, 0x39};
+        handles.assign(static_cast<size_t>(team.size()), corrupt);
+        void* own_listen = nullptr;
+        RT_CALL("listen", table.listen(context, 0, team.handle(team.rank()), &own_listen));
+        handles[team.rank()] = team.handle(team.rank());
+        if (team.size() > 1) {
+          r = table.connect(context, handles.data(), team.size(), team.rank(), own_listen, &comm);
+          if (r != ncclInvalidArgument) {
+            return "connect with corrupt handles returned " + std::to_string(r);
+          }
+        }
+        table.close_listen(own_listen);
+        table.finalize(context);
+        return "";
+      },
+      300));
+}
+
+TEST_CASE("a dead rank fails the next collective step within the timeout", "[rma][death]") {
+  // Rank 2 of 3 dies after connecting; the others' regMrSym names it.
+  std::vector<std::vector<std::string>> environment(3, {"WEFT_CONNECT_TIMEOUT_MS=3000"});
+  require_passed(run_team(
+      3,
+      [](Team& team) -> std::string {
+        Session session(team);
+        RT_TRY(session.open());
+        Target target;
+        RT_TRY(session.make_target(1, &target));
+        if (!team.barrier()) return "barrier timed out";
+        if (team.rank() == 2) ::_exit(0);  // no close, no finalize: gone
+        ::usleep(200 * 1000);
+        HostBuffer buffer(4096);
+        void* mr = nullptr;
+        auto start = std::chrono::steady_clock::now();
+        ncclResult_t r =
+            session.table().reg(session.comm(), buffer.data, buffer.size, NCCL_PTR_HOST, 0, &mr);
+        auto seconds =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        if (r == ncclSuccess) return "regMrSym with a dead rank succeeded";
+        if (seconds > 30) return "regMrSym took " + std::to_string(seconds) + " s to fail";
+        RT_CALL("destroyContext", session.table().destroy_context(target));
+        return session.close();
+      },
+      120, environment));
+}
+
+}  // namespace weft::rt

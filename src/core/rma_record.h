@@ -1,0 +1,37 @@
+// What the ranks of a one-sided comm tell each other while setting up: a
+// hello at connect, and for each symmetric registration where their copy
+// of the region is and its key. 48 bytes, little-endian, every byte
+// checked by the decoder (a corrupt or foreign record is refused by name):
+//
+//   0 magic u32 "WRMA"  4 kind u8  5 version u8  6 reserved u16 (0)
+//   8 rank u32  12 ranks u32  16 round u32  20 reserved u32 (0)
+//   24 address u64  32 key u64  40 size u64 (hello: all three 0)
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace weft {
+
+enum class RmaRecordKind : uint8_t { Hello = 1, Window = 2 };
+
+constexpr size_t kRmaRecordSize = 48;
+
+struct RmaRecord {
+  RmaRecordKind kind = RmaRecordKind::Hello;
+  uint32_t rank = 0;
+  uint32_t ranks = 0;
+  uint32_t round = 0;  // the comm's collective step this record belongs to
+  uint64_t address = 0;
+  uint64_t key = 0;
+  uint64_t size = 0;
+};
+
+void encode_rma_record(const RmaRecord& record, uint8_t* out);
+// Checks the bytes against what this rank expects of them: the same kind,
+// round and rank count, a sender other than itself; explains a refusal.
+bool decode_rma_record(const uint8_t* bytes, size_t size, const RmaRecord& expected, uint32_t self,
+                       RmaRecord* out, std::string* error);
+
+}  // namespace weft
