@@ -54,6 +54,9 @@
              "shuffled order, as EFA's unordered transport may (0: off).")                         \
   WEFT_PARAM(ofi_test_reorder_seed, "WEFT_OFI_TEST_REORDER_SEED", Int, "1", 1, 2147483647,         \
              "Seed of WEFT_OFI_TEST_REORDER's shuffle.")                                           \
+  WEFT_PARAM(ofi_test_message_signals, "WEFT_OFI_TEST_MESSAGE_SIGNALS", Bool, "0", 0, 1,           \
+             "Test aid: one-sided signals travel as messages, as on providers without remote "    \
+             "atomics, even where the provider has them.")                                         \
   WEFT_PARAM(ofi_test_hold_injects, "WEFT_OFI_TEST_HOLD_INJECTS", Bool, "0", 0, 1,                 \
              "Test aid: hold an inject made while a send of the endpoint is in flight until the "  \
              "poll after the one that read that send's completion, as libfabric's tcp provider "   \

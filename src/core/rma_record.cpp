@@ -9,6 +9,8 @@ namespace {
 
 constexpr uint32_t kRecordMagic = 0x414d5257;  // "WRMA"
 constexpr uint8_t kRecordVersion = 1;
+constexpr uint32_t kSignalMagic = 0x47495357;  // "WSIG"
+constexpr uint8_t kSignalVersion = 1;
 
 const char* kind_name(RmaRecordKind kind) {
   return kind == RmaRecordKind::Hello ? "hello" : "window";
@@ -87,6 +89,47 @@ bool decode_rma_record(const uint8_t* bytes, size_t size, const RmaRecord& expec
   if (out->kind == RmaRecordKind::Hello && (out->address | out->key | out->size) != 0) {
     return refuse(error, "a hello record with a region (address 0x%llx, size %llu)", out->address,
                   out->size);
+  }
+  return true;
+}
+
+void encode_rma_signal(const RmaSignal& signal, uint8_t* out) {
+  put_le32(out, kSignalMagic);
+  out[4] = kSignalVersion;
+  out[5] = out[6] = out[7] = 0;
+  put_le32(out + 8, signal.region);
+  put_le32(out + 12, signal.sender);
+  put_le64(out + 16, signal.offset);
+  put_le64(out + 24, signal.value);
+}
+
+bool decode_rma_signal(const uint8_t* bytes, size_t size, uint32_t ranks, RmaSignal* out,
+                       std::string* error) {
+  if (size != kRmaSignalSize) {
+    return refuse(error, "a signal message of %llu bytes, expected %llu", size, kRmaSignalSize);
+  }
+  if (get_le32(bytes) != kSignalMagic) {
+    return refuse(error, "magic 0x%08llx is not weft's signal message (0x%08llx)", get_le32(bytes),
+                  kSignalMagic);
+  }
+  if (bytes[4] != kSignalVersion) {
+    return refuse(error, "signal message version %llu, this weft speaks %llu", bytes[4],
+                  kSignalVersion);
+  }
+  if ((bytes[5] | bytes[6] | bytes[7]) != 0) {
+    return refuse(error, "reserved bytes of a signal message set (%llu, %llu)", bytes[5],
+                  static_cast<unsigned>(bytes[6] | bytes[7]));
+  }
+  out->region = get_le32(bytes + 8);
+  out->sender = get_le32(bytes + 12);
+  out->offset = get_le64(bytes + 16);
+  out->value = get_le64(bytes + 24);
+  if (out->sender >= ranks) {
+    return refuse(error, "signal from rank %llu of %llu ranks", out->sender, ranks);
+  }
+  if (out->offset % 8 != 0) {
+    return refuse(error, "signal at offset %llu of region %llu: not a 64-bit word", out->offset,
+                  out->region);
   }
   return true;
 }

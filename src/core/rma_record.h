@@ -34,4 +34,25 @@ void encode_rma_record(const RmaRecord& record, uint8_t* out);
 bool decode_rma_record(const uint8_t* bytes, size_t size, const RmaRecord& expected, uint32_t self,
                        RmaRecord* out, std::string* error);
 
+// A signal sent as a message, where the provider has no remote atomics:
+// the target's progress adds `value` to the word at `offset` of its copy of
+// the region registered in collective step `region`. 32 bytes:
+//
+//   0 magic u32 "WSIG"  4 version u8  5 reserved u8[3] (0)
+//   8 region u32  12 sender rank u32  16 offset u64  24 value u64
+constexpr size_t kRmaSignalSize = 32;
+
+struct RmaSignal {
+  uint32_t region = 0;
+  uint32_t sender = 0;
+  uint64_t offset = 0;
+  uint64_t value = 0;
+};
+
+void encode_rma_signal(const RmaSignal& signal, uint8_t* out);
+// Refuses (and explains) bytes that are not a signal from another of
+// `ranks` ranks; the region and offset are the caller's to check.
+bool decode_rma_signal(const uint8_t* bytes, size_t size, uint32_t ranks, RmaSignal* out,
+                       std::string* error);
+
 }  // namespace weft

@@ -416,17 +416,19 @@ const fi_info* OfiTransport::rma_info(Rail& rail, std::string* why) const {
   std::lock_guard<std::mutex> lock(rma_mutex_);
   if (!rail.rma_probed) {
     rail.rma_probed = true;
-    constexpr uint64_t kCaps =
-        FI_RMA | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE | FI_ATOMIC;
+    constexpr uint64_t kCaps = FI_RMA | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
+    const fi_info* base = rail.discovered.info.get();
     // Where writes and atomics are kept in order a signal needs no
-    // delivery-complete round trip behind the data (rma_context.h).
-    rail.rma_info = find_variant(rail.discovered.info.get(), kCaps, 0, FI_ORDER_WAW);
+    // delivery-complete round trip behind the data (rma_context.h); without
+    // atomics, signals travel as messages (rma_signal_inbox.h).
+    rail.rma_info = find_variant(base, kCaps | FI_ATOMIC, 0, FI_ORDER_WAW);
     rail.rma_ordered = rail.rma_info != nullptr;
-    if (!rail.rma_info) rail.rma_info = find_variant(rail.discovered.info.get(), kCaps, 0);
+    if (!rail.rma_info) rail.rma_info = find_variant(base, kCaps | FI_ATOMIC, 0);
+    rail.rma_atomics = rail.rma_info != nullptr;
+    if (!rail.rma_info) rail.rma_info = find_variant(base, kCaps, 0);
     if (!rail.rma_info) {
-      rail.rma_off_reason = std::string("provider ") +
-                            rail.discovered.info->fabric_attr->prov_name +
-                            " offers no remote reads, writes and atomics (FI_RMA, FI_ATOMIC) on " +
+      rail.rma_off_reason = std::string("provider ") + base->fabric_attr->prov_name +
+                            " offers no remote reads and writes (FI_RMA) on " +
                             rail.discovered.properties.name;
     }
   }
@@ -462,11 +464,11 @@ ncclResult_t OfiTransport::rma_endpoint_for(int rail, std::shared_ptr<Endpoint>*
         Endpoint::open(info, device.discovered.properties.name, options, endpoint);
     if (result != ncclSuccess) return result;
     std::string refusal;
-    if (!(*endpoint)->atomic_add_supported(&refusal)) {
-      WEFT_WARN("one-sided listen on %s: %s; weft signals with remote atomics only",
+    std::lock_guard<std::mutex> lock(rma_mutex_);
+    if (device.rma_atomics && !(*endpoint)->atomic_add_supported(&refusal)) {
+      WEFT_INFO(NCCL_NET, "%s: %s: signals travel as messages",
                 device.discovered.properties.name.c_str(), refusal.c_str());
-      endpoint->reset();
-      return ncclInvalidUsage;
+      device.rma_atomics = false;
     }
     return ncclSuccess;
   };
@@ -492,7 +494,10 @@ ncclResult_t OfiTransport::rma_listen(int dev, void* handle, RmaListenComm** lis
   encoded.payload_size = static_cast<uint8_t>(endpoint->local_address_size());
   std::memcpy(encoded.payload, endpoint->local_address(), encoded.payload_size);
   encode_handle(encoded, handle);
-  *listen = new OfiRmaListenComm(endpoint, encoded.listen_id, encoded.fingerprint);
+  auto* made = new OfiRmaListenComm(endpoint, encoded.listen_id, encoded.fingerprint);
+  std::lock_guard<std::mutex> lock(rma_mutex_);
+  made->message_signals = !first_rail(device).rma_atomics || params_.ofi_test_message_signals;
+  *listen = made;
   return ncclSuccess;
 }
 

@@ -61,6 +61,7 @@ class OfiTransport final : public Transport {
     bool rma_probed = false;
     InfoPtr rma_info;
     bool rma_ordered = false;  // writes and atomics stay in order (FI_ORDER_WAW)
+    bool rma_atomics = false;  // signals by fi_atomic; else as messages
     std::string rma_off_reason;
     HeldByComms<Endpoint> rma_endpoint;
   };

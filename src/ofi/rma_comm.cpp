@@ -10,6 +10,7 @@
 #include "core/handle_header.h"
 #include "ofi/memory_region.h"
 #include "ofi/rma_context.h"
+#include "ofi/rma_signal_inbox.h"
 #include "ofi/tag_layout.h"
 #include "weft/log.h"
 
@@ -54,6 +55,7 @@ class ExchangeRound final : public CompletionTarget {
 ncclResult_t OfiRmaComm::connect(void* const* handles, int nranks, int rank,
                                  OfiRmaListenComm* listen, int timeout_ms,
                                  std::unique_ptr<OfiRmaComm>* out) {
+  const bool message_signals = listen->message_signals;
   Endpoint& endpoint = *listen->endpoint;
   const std::string& device = endpoint.device_name();
   if (handles == nullptr || nranks < 1 || rank < 0 || rank >= nranks) {
@@ -115,6 +117,12 @@ ncclResult_t OfiRmaComm::connect(void* const* handles, int nranks, int rank,
   ncclResult_t result = register_memory(endpoint, comm->records_.data(), comm->records_.size(),
                                         host, &comm->records_region_);
   if (result != ncclSuccess) return result;
+  if (message_signals) {
+    // Posted before the hello: no peer signals before it has heard from all.
+    comm->inbox_ = std::make_unique<RmaSignalInbox>(*comm);
+    result = comm->inbox_->open(rma_signal_tag(comm->id_));
+    if (result != ncclSuccess) return result;
+  }
   RmaRecord hello;
   hello.kind = RmaRecordKind::Hello;
   std::vector<RmaRecord> all;
@@ -136,6 +144,12 @@ OfiRmaComm::~OfiRmaComm() {
               endpoint_->device_name().c_str(), regions_.size());
     while (!regions_.empty()) dereg_mr_sym(*regions_.begin());
   }
+  if (inbox_ && !inbox_->close()) {
+    WEFT_WARN("%s: receives for signal messages would not cancel; their memory is kept",
+              endpoint_->device_name().c_str());
+    inbox_.release();
+  }
+  inbox_.reset();
   if (exchange_stuck_) {
     // A provider may still write into the records: leave them be.
     new std::vector<uint8_t>(std::move(records_));
@@ -297,6 +311,37 @@ ncclResult_t OfiRmaComm::exchange(const RmaRecord& mine, std::vector<RmaRecord>*
   return result;
 }
 
+ncclResult_t OfiRmaComm::progress() {
+  ncclResult_t result = endpoint_->poll();
+  if (result == ncclSuccess && inbox_) result = inbox_->repost();
+  return result;
+}
+
+bool OfiRmaComm::apply_signal(const RmaSignal& signal) {
+  std::lock_guard<std::mutex> lock(regions_mutex_);
+  for (OfiRmaRegion* region : regions_) {
+    if (region->id != signal.region) continue;
+    if (signal.offset > region->size || region->size - signal.offset < 8) {
+      WEFT_WARN("%s: rank %u signals offset %llu of a %zu-byte region", device_name().c_str(),
+                signal.sender, static_cast<unsigned long long>(signal.offset), region->size);
+      return false;
+    }
+    if (region->type != NCCL_PTR_HOST) {
+      WEFT_WARN(
+          "%s: rank %u signals GPU memory, which weft can add to only with the "
+          "provider's remote atomics (provider %s has none)",
+          device_name().c_str(), signal.sender, endpoint_->provider_name().c_str());
+      return false;
+    }
+    auto* word = reinterpret_cast<uint64_t*>(region->base + signal.offset);
+    __atomic_fetch_add(word, signal.value, __ATOMIC_RELEASE);
+    return true;
+  }
+  WEFT_WARN("%s: rank %u signals region %u, which this rank does not hold (deregistered?)",
+            device_name().c_str(), signal.sender, signal.region);
+  return false;
+}
+
 const OfiRmaRegion* OfiRmaComm::region_of(void* mhandle, const char* what) const {
   auto* region = static_cast<const OfiRmaRegion*>(mhandle);
   if (region == nullptr || region->magic != OfiRmaRegion::kMagic || region->comm != this) {
@@ -347,6 +392,20 @@ ncclResult_t OfiRmaComm::register_symmetric(void* data, size_t size, int type, i
     mine.key = registration.key;
     mine.size = size;
   }
+  // Known to apply_signal before the exchange: a rank that finishes it
+  // first may signal this region while this rank still waits in it.
+  auto region = std::make_unique<OfiRmaRegion>();
+  region->id = round_;  // the step exchange() takes: the same on every rank
+  region->type = type;
+  region->comm = this;
+  region->base = static_cast<uint8_t*>(data);
+  region->size = size;
+  region->local = local;
+  region->descriptor = descriptor_of(local);
+  if (local_result == ncclSuccess) {
+    std::lock_guard<std::mutex> lock(regions_mutex_);
+    regions_.insert(region.get());
+  }
   std::vector<RmaRecord> all;
   ncclResult_t result = exchange(mine, &all, "regMrSym");
   if (result == ncclSuccess && local_result != ncclSuccess) result = local_result;
@@ -360,20 +419,17 @@ ncclResult_t OfiRmaComm::register_symmetric(void* data, size_t size, int type, i
     }
   }
   if (result != ncclSuccess) {
+    {
+      std::lock_guard<std::mutex> lock(regions_mutex_);
+      regions_.erase(region.get());
+    }
     if (local != nullptr) deregister_memory(endpoint_.get(), device_name(), local);
     return result;
   }
-  auto region = std::make_unique<OfiRmaRegion>();
-  region->comm = this;
-  region->base = static_cast<uint8_t*>(data);
-  region->size = size;
-  region->local = local;
-  region->descriptor = descriptor_of(local);
   region->windows.resize(all.size());
   for (size_t r = 0; r < all.size(); ++r) {
     region->windows[r] = RmaWindow{all[r].address, all[r].key, all[r].size};
   }
-  regions_.insert(region.get());
   *mhandle = region.release();
   return ncclSuccess;
 }
@@ -382,7 +438,10 @@ ncclResult_t OfiRmaComm::dereg_mr_sym(void* mhandle) {
   const OfiRmaRegion* region = region_of(mhandle, "deregMrSym");
   if (region == nullptr) return ncclInvalidArgument;
   std::unique_ptr<OfiRmaRegion> owned(const_cast<OfiRmaRegion*>(region));
-  regions_.erase(owned.get());
+  {
+    std::lock_guard<std::mutex> lock(regions_mutex_);
+    regions_.erase(owned.get());
+  }
   owned->magic = 0;
   return deregister_memory(endpoint_.get(), device_name(), owned->local);
 }

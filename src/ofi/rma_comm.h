@@ -8,6 +8,7 @@
 #pragma once
 
 #include <memory>
+#include <mutex>
 #include <string>
 #include <unordered_set>
 #include <vector>
@@ -19,6 +20,7 @@
 namespace weft::ofi {
 
 class OfiRmaContext;
+class RmaSignalInbox;
 
 class OfiRmaListenComm final : public RmaListenComm {
  public:
@@ -29,8 +31,9 @@ class OfiRmaListenComm final : public RmaListenComm {
   }
 
   std::shared_ptr<Endpoint> endpoint;
-  uint32_t id;           // the comm's id on the endpoint, once connected
-  uint32_t fingerprint;  // provider and address format (handle_header.h)
+  uint32_t id;                   // the comm's id on the endpoint, once connected
+  uint32_t fingerprint;          // provider and address format (handle_header.h)
+  bool message_signals = false;  // the provider has no remote atomics
   bool handed_over = false;
 };
 
@@ -45,6 +48,8 @@ struct RmaWindow {
 struct OfiRmaRegion {
   static constexpr uint32_t kMagic = 0x57524d52;  // "WRMR"
   uint32_t magic = kMagic;
+  uint32_t id = 0;  // the collective step that registered it: the same on every rank
+  int type = NCCL_PTR_HOST;
   const void* comm = nullptr;  // the comm it was registered on
   uint8_t* base = nullptr;
   size_t size = 0;
@@ -78,9 +83,15 @@ class OfiRmaComm final : public RmaComm {
   ncclResult_t create_context(const RmaContextConfig& config, RmaContext** context) override;
   ncclResult_t destroy_context(RmaContext* context) override;
   ncclResult_t default_context(RmaContext** context) override;
-  ncclResult_t progress() override { return endpoint_->poll(); }
+  ncclResult_t progress() override;
 
   Endpoint& endpoint() { return *endpoint_; }
+  // The provider has no remote atomics: signals travel as messages that
+  // the target's progress applies (rma_signal_inbox.h).
+  bool signals_by_message() const { return inbox_ != nullptr; }
+  // Adds a signal message's value to this rank's copy of its region; false
+  // (logged) when the message names no word of a region of this comm.
+  bool apply_signal(const RmaSignal& signal);
   const RmaPeer& peer(uint32_t rank) const { return peers_[rank]; }
   const std::string& device_name() const { return endpoint_->device_name(); }
   // A region of this comm, or null (and a log naming `what`).
@@ -108,6 +119,9 @@ class OfiRmaComm final : public RmaComm {
   std::vector<std::unique_ptr<OfiRmaContext>> contexts_;
   // Regions not deregistered yet: closing the comm lets go of them.
   std::unordered_set<OfiRmaRegion*> regions_;
+  // Guards regions_ against apply_signal on a thread polling the endpoint.
+  mutable std::mutex regions_mutex_;
+  std::unique_ptr<RmaSignalInbox> inbox_;
   OfiRmaContext* default_context_ = nullptr;
 };
 

@@ -6,7 +6,9 @@
 #include <cstdio>
 #include <cstring>
 
+#include "core/rma_record.h"
 #include "ofi/memory_region.h"
+#include "ofi/tag_layout.h"
 #include "weft/log.h"
 
 namespace weft::ofi {
@@ -76,9 +78,10 @@ OfiRmaContext::~OfiRmaContext() {
 }
 
 ncclResult_t OfiRmaContext::open() {
-  operands_ = std::make_unique<uint64_t[]>(kMaxRequests);
-  ncclResult_t result = register_memory(endpoint_, operands_.get(), kMaxRequests * sizeof(uint64_t),
-                                        MemorySource{}, &operands_region_);
+  operands_ = std::make_unique<uint64_t[]>(kMaxRequests * kOperandWords);
+  ncclResult_t result =
+      register_memory(endpoint_, operands_.get(), kMaxRequests * kOperandWords * sizeof(uint64_t),
+                      MemorySource{}, &operands_region_);
   operands_descriptor_ = descriptor_of(operands_region_);
   return result;
 }
@@ -211,8 +214,17 @@ ncclResult_t OfiRmaContext::put(int context, uint64_t src_offset, void* src_regi
   if (result != ncclSuccess) return result;
   if (signal != nullptr) {
     started->signal_ = true;
-    started->operand_ = &operands_[pool_.index_of(started)];
-    *started->operand_ = signal->value;
+    started->operand_ = &operands_[kOperandWords * pool_.index_of(started)];
+    if (comm_.signals_by_message()) {
+      RmaSignal message;
+      message.region = signal_region->id;
+      message.sender = static_cast<uint32_t>(comm_.rank());
+      message.offset = signal->offset;
+      message.value = signal->value;
+      encode_rma_signal(message, reinterpret_cast<uint8_t*>(started->operand_));
+    } else {
+      *started->operand_ = signal->value;
+    }
     started->signal_remote_ = signal_region->windows[rank].address + signal->offset;
     started->signal_key_ = signal_region->windows[rank].key;
   }
@@ -326,10 +338,16 @@ ssize_t OfiRmaContext::post_next(OfiRmaRequest& request) {
       request.signal_posted_ = true;
     }
   } else {
-    call = "fi_atomicmsg";
-    rc = endpoint_.atomic_add(request.operand_, operands_descriptor_, peer.address,
-                              request.signal_remote_, request.signal_key_,
-                              &request.ops_[OfiRmaRequest::kMaxChunks]);
+    OpContext* op = &request.ops_[OfiRmaRequest::kMaxChunks];
+    if (comm_.signals_by_message()) {
+      call = "fi_tsend";
+      rc = endpoint_.send(request.operand_, kRmaSignalSize, operands_descriptor_, peer.address,
+                          rma_signal_tag(peer.id), op);
+    } else {
+      call = "fi_atomicmsg";
+      rc = endpoint_.atomic_add(request.operand_, operands_descriptor_, peer.address,
+                                request.signal_remote_, request.signal_key_, op);
+    }
     if (rc == 0) {
       request.signal_posted_ = true;
       return 0;
@@ -357,7 +375,7 @@ void OfiRmaContext::fail_op(OfiRmaRequest& request, int count, const char* call,
 }
 
 ncclResult_t OfiRmaContext::progress() {
-  ncclResult_t result = endpoint_.poll();
+  ncclResult_t result = comm_.progress();
   std::lock_guard<std::mutex> lock(mutex_);
   for (size_t i = 0; i < blocked_.size();) {
     Channel* channel = blocked_[i];

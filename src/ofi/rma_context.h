@@ -59,7 +59,9 @@ class OfiRmaRequest final : public Request, public CompletionTarget {
   int posted_ = 0;
   bool signal_ = false;
   bool signal_posted_ = false;
-  uint64_t* operand_ = nullptr;  // its slot in the block's registered operands
+  // Its slot in the block's registered operands: the atomic's operand, or
+  // the signal message.
+  uint64_t* operand_ = nullptr;
   uint64_t signal_remote_ = 0;
   uint64_t signal_key_ = 0;
   std::atomic<int> pending_{0};
@@ -128,6 +130,8 @@ class OfiRmaContext final : public RmaContext {
   RequestPool<OfiRmaRequest, kMaxRequests, 32> pool_;
   // A signal's operand, one per request (by pool index): registered once,
   // for providers that want descriptors for local buffers (FI_MR_LOCAL).
+  // Four words each: a signal message (32 bytes) where there are no atomics.
+  static constexpr size_t kOperandWords = 4;
   std::unique_ptr<uint64_t[]> operands_;
   void* operands_region_ = nullptr;
   void* operands_descriptor_ = nullptr;

@@ -20,9 +20,15 @@ constexpr uint64_t kAckKind = 1ull << 61;
 constexpr uint64_t kCtsKind = 1ull << 60;
 constexpr uint64_t kEagerKind = 1ull << 59;
 // One-sided comms' setup records (rma_comm.h), on their own endpoint: the
-// collective step's round in bits 32..57.
+// collective step's round in bits 32..56; and their signals sent as
+// messages where the provider has no atomics.
 constexpr uint64_t kRmaSetupKind = 1ull << 58;
-constexpr uint32_t kRmaRoundMask = (1u << 26) - 1;
+constexpr uint64_t kRmaSignalKind = 1ull << 57;
+constexpr uint32_t kRmaRoundMask = (1u << 25) - 1;
+
+constexpr uint64_t rma_signal_tag(uint32_t comm_id) {
+  return kControlBit | kRmaSignalKind | comm_id;
+}
 
 constexpr uint64_t data_tag(uint32_t recv_comm_id, int nccl_tag) {
   return (static_cast<uint64_t>(recv_comm_id & kMaxCommId) << 32) | static_cast<uint32_t>(nccl_tag);
