@@ -8,10 +8,19 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <new>
+#include <string>
 #include <thread>
 
 namespace weft::rt {
+
+void Team::fail(const std::string& failure) {
+  std::snprintf(shared_->failures[rank_], sizeof(shared_->failures[rank_]), "%s", failure.c_str());
+  std::fprintf(stderr, "rank %d: %s\n", rank_, failure.c_str());
+  std::fflush(nullptr);
+  ::_exit(1);
+}
 
 int Team::arrive() {
   int generation = shared_->generation.load(std::memory_order_acquire);
@@ -55,8 +64,17 @@ std::vector<std::string> run_team(int ranks, const std::function<std::string(Tea
         }
       }
       Team team(shared, r, ranks);
-      std::string failure = body(team);
+      std::string failure;
+      try {
+        failure = body(team);
+      } catch (const std::exception& e) {
+        failure = std::string("exception: ") + e.what();
+      } catch (...) {
+        failure = "unknown exception";
+      }
       std::snprintf(shared->failures[r], sizeof(shared->failures[r]), "%s", failure.c_str());
+      if (!failure.empty()) std::fprintf(stderr, "rank %d: %s\n", r, failure.c_str());
+      std::fflush(nullptr);
       ::_exit(failure.empty() ? 0 : 1);
     }
     children.push_back(pid);

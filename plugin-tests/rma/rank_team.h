@@ -35,6 +35,9 @@ class Team {
   int arrive();
   bool passed(int generation) const;
   unsigned char* handle(int rank) { return shared_->handles[rank]; }
+  // Reports `failure` and ends this rank's process at once: nothing is
+  // closed while its peers may still write into its memory.
+  [[noreturn]] void fail(const std::string& failure);
   std::atomic<uint64_t>& word(int i) { return shared_->words[i]; }
 
  private:

@@ -111,7 +111,14 @@ std::string Session::register_region(void* data, size_t size, void** mhandle) {
   return "";
 }
 
+// WEFT_TEST_RMA_WAIT_S, when set, bounds every wait (fixtures fail fast).
+int wait_limit(int timeout_s) {
+  const char* value = std::getenv("WEFT_TEST_RMA_WAIT_S");
+  return value != nullptr ? std::atoi(value) : timeout_s;
+}
+
 std::string Session::barrier(const Target& target, int timeout_s) {
+  timeout_s = wait_limit(timeout_s) * 2;
   int generation = team_.arrive();
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
   while (!team_.passed(generation)) {
@@ -124,11 +131,6 @@ std::string Session::barrier(const Target& target, int timeout_s) {
     std::this_thread::yield();
   }
   return "";
-}
-
-int wait_limit(int timeout_s) {
-  const char* value = std::getenv("WEFT_TEST_RMA_WAIT_S");
-  return value != nullptr ? std::atoi(value) : timeout_s;
 }
 
 std::string Session::wait(const Target& target, void* request, const char* what, int timeout_s) {
