@@ -75,6 +75,10 @@ if [ "$full_run" -eq 1 ]; then
     # check yet (docs/sanitizers.md says what it reports).
     ASAN_OPTIONS=detect_leaks=0:allocator_may_return_null=1 "${asan_ctest[@]}" \
       -LE 'known-issue|vm' -R '^(conformance|functional)[.]softverbs[.]' </dev/null || status=$?
+    # One-sided comms (plugin-tests/rma): atomics and messages as signals.
+    # No leak check: a rank's process ends with _exit.
+    ASAN_OPTIONS=detect_leaks=0:allocator_may_return_null=1 "${asan_ctest[@]}" \
+      -R '^rma[.](tcp|shm-rdma|tcp-message)[.]rma14$' </dev/null || status=$?
     unset ASAN_OPTIONS LSAN_OPTIONS UBSAN_OPTIONS WEFT_TEST_VERSIONS
   else
     status=1
@@ -101,6 +105,9 @@ if [ "$full_run" -eq 1 ]; then
     "${tsan_ctest[@]}" -LE 'known-issue|vm' \
       -R '^conformance[.](tcp|tcp-rdma|tcp-weft|shm|shm-rdma|softverbs|softverbs-qp4)[.](threads|inflight)$' \
       </dev/null || status=$?
+    # One-sided context blocks driven from four threads at once, and
+    # completions on whichever thread polls.
+    "${tsan_ctest[@]}" -R '^rma[.](tcp|tcp-message)[.]rma14$' </dev/null || status=$?
     unset TSAN_OPTIONS WEFT_PEER_TIMEOUT_MS WEFT_TEST_VERSIONS
   else
     status=1
