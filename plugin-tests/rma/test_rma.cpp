@@ -432,7 +432,10 @@ TEST_CASE("bad arguments are refused with ncclInvalidArgument", "[rma][errors]")
     RT_TRY(regions.add(buffer, &mr));
     const uint32_t n = static_cast<uint32_t>(team.size());
     const RmaTable& table = session.table();
-    int stranger = 0;
+    // What a stray pointer might hold: zeroed bytes, enough for any header
+    // weft reads to tell a handle or comm from something else.
+    alignas(64) static unsigned char stranger_bytes[256] = {};
+    void* stranger = stranger_bytes;
     auto expect_invalid = [&](const char* what, ncclResult_t result, void* request) {
       if (result != ncclInvalidArgument) {
         return std::string(what) + ": returned " + std::to_string(result) +
@@ -449,7 +452,7 @@ TEST_CASE("bad arguments are refused with ncclInvalidArgument", "[rma][errors]")
     RT_TRY(expect_invalid("iput past the destination region",
                           table.put(target, 0, 0, mr, 8, 4089, mr, 0, &request), request));
     RT_TRY(expect_invalid("iput with a foreign handle",
-                          table.put(target, 0, 0, &stranger, 8, 0, mr, 0, &request), request));
+                          table.put(target, 0, 0, stranger, 8, 0, mr, 0, &request), request));
     RT_TRY(expect_invalid(
         "iputSignal with operation 7",
         table.put_signal(target, 0, 0, mr, 8, 0, mr, 0, 0, mr, 1, 7, true, &request), request));
@@ -464,16 +467,15 @@ TEST_CASE("bad arguments are refused with ncclInvalidArgument", "[rma][errors]")
     if (table.has_contexts()) {
       RT_TRY(expect_invalid("iput on context 2 of 2",
                             table.put(target, 2, 0, mr, 8, 0, mr, 0, &request), request));
-      Target forged{session.comm(), &stranger};
+      Target forged{session.comm(), stranger};
       RT_TRY(expect_invalid("iput on a forged context",
                             table.put(forged, 0, 0, mr, 8, 0, mr, 0, &request), request));
     }
     int done = 0;
     RT_TRY(expect_invalid("test of a NULL request", table.test(session.comm(), nullptr, &done),
                           nullptr));
-    RT_TRY(
-        expect_invalid("test on a forged comm", table.test(&stranger, &stranger, &done), nullptr));
-    RT_TRY(expect_invalid("deregMrSym of a foreign handle", table.dereg(session.comm(), &stranger),
+    RT_TRY(expect_invalid("test on a forged comm", table.test(stranger, stranger, &done), nullptr));
+    RT_TRY(expect_invalid("deregMrSym of a foreign handle", table.dereg(session.comm(), stranger),
                           nullptr));
     RT_TRY(expect_invalid("regMrSym of nothing",
                           table.reg(session.comm(), nullptr, 0, NCCL_PTR_HOST, 0, &request),
