@@ -432,8 +432,9 @@ TEST_CASE("bad arguments are refused with ncclInvalidArgument", "[rma][errors]")
     RT_TRY(regions.add(buffer, &mr));
     const uint32_t n = static_cast<uint32_t>(team.size());
     const RmaTable& table = session.table();
-    // What a stray pointer might hold: zeroed bytes, enough for any header
-    // weft reads to tell a handle or comm from something else.
+    // What a stray handle or context pointer might hold: zeroed bytes,
+    // enough for any header weft reads to tell them from its own. (Comms
+    // are C++ objects: a forged one is undefined behaviour to even check.)
     alignas(64) static unsigned char stranger_bytes[256] = {};
     void* stranger = stranger_bytes;
     auto expect_invalid = [&](const char* what, ncclResult_t result, void* request) {
@@ -474,7 +475,6 @@ TEST_CASE("bad arguments are refused with ncclInvalidArgument", "[rma][errors]")
     int done = 0;
     RT_TRY(expect_invalid("test of a NULL request", table.test(session.comm(), nullptr, &done),
                           nullptr));
-    RT_TRY(expect_invalid("test on a forged comm", table.test(stranger, stranger, &done), nullptr));
     RT_TRY(expect_invalid("deregMrSym of a foreign handle", table.dereg(session.comm(), stranger),
                           nullptr));
     RT_TRY(expect_invalid("regMrSym of nothing",
