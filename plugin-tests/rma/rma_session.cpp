@@ -1,6 +1,9 @@
 #include "rma_session.h"
 
+#include <unistd.h>
+
 #include <chrono>
+#include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
 #include <thread>
@@ -8,6 +11,20 @@
 #include "plugin_under_test.h"
 
 namespace weft::rt {
+
+void log_sink(ncclDebugLogLevel level, unsigned long, const char*, int, const char* format, ...) {
+  static const int wanted = [] {
+    const char* value = std::getenv("WEFT_TEST_RMA_LOG");
+    return value != nullptr ? std::atoi(value) : 0;
+  }();
+  if (wanted == 0 || (wanted == 1 && level != NCCL_LOG_WARN)) return;
+  char line[1024];
+  va_list args;
+  va_start(args, format);
+  std::vsnprintf(line, sizeof(line), format, args);
+  va_end(args);
+  std::fprintf(stderr, "[pid %d] %s\n", static_cast<int>(::getpid()), line);
+}
 
 std::string table_under_test() {
   const char* value = std::getenv("WEFT_TEST_RMA_TABLE");
@@ -46,7 +63,8 @@ Session::~Session() {
 std::string Session::open() {
   std::string error;
   if (!table_.load(ft::plugin_path(), table_under_test(), &error)) return error;
-  if (ncclResult_t r = table_.init(&context_); r != ncclSuccess) return failed_call("init", r);
+  if (ncclResult_t r = table_.init(&context_, log_sink); r != ncclSuccess)
+    return failed_call("init", r);
   int devices = 0;
   if (ncclResult_t r = table_.devices(&devices); r != ncclSuccess) {
     return failed_call("devices", r);
@@ -97,7 +115,7 @@ std::string Session::close() {
   return error;
 }
 
-std::string Session::make_target(int contexts, Target* target) {
+std::string Session::make_target(int contexts, RmaTarget* target) {
   ncclResult_t r = table_.create_context(comm_, contexts, 1, target);
   if (r != ncclSuccess) return failed_call("createContext", r);
   if (table_.has_contexts() && target->context == nullptr) return "createContext gave no context";
@@ -117,7 +135,7 @@ int wait_limit(int timeout_s) {
   return value != nullptr ? std::atoi(value) : timeout_s;
 }
 
-std::string Session::barrier(const Target& target, int timeout_s) {
+std::string Session::barrier(const RmaTarget& target, int timeout_s) {
   timeout_s = wait_limit(timeout_s) * 2;
   int generation = team_.arrive();
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
@@ -133,7 +151,7 @@ std::string Session::barrier(const Target& target, int timeout_s) {
   return "";
 }
 
-std::string Session::wait(const Target& target, void* request, const char* what, int timeout_s) {
+std::string Session::wait(const RmaTarget& target, void* request, const char* what, int timeout_s) {
   timeout_s = wait_limit(timeout_s);
   if (request == nullptr) return std::string(what) + " returned success and a NULL request";
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
@@ -152,7 +170,7 @@ std::string Session::wait(const Target& target, void* request, const char* what,
   }
 }
 
-std::string Session::wait_signal(const Target& target, const void* word, uint64_t value,
+std::string Session::wait_signal(const RmaTarget& target, const void* word, uint64_t value,
                                  const char* what, int timeout_s) {
   timeout_s = wait_limit(timeout_s);
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);

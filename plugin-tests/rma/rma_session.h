@@ -8,12 +8,14 @@
 #include <vector>
 
 #include "rank_team.h"
-#include "rma_table.h"
+#include "weft/rma_client.h"
 
 namespace weft::rt {
 
 // The table the suite drives: WEFT_TEST_RMA_TABLE (rma14 when unset).
 std::string table_under_test();
+// The plugin's log on stderr with WEFT_TEST_RMA_LOG=1 (warnings) or 2 (all).
+void log_sink(ncclDebugLogLevel level, unsigned long, const char*, int, const char* format, ...);
 // WEFT_TEST_RMA_MAX: the largest transfer (64 MiB when unset).
 size_t largest_transfer();
 
@@ -37,23 +39,23 @@ class Session {
   std::string open();
   std::string close();
 
-  const RmaTable& table() const { return table_; }
+  const RmaClient& table() const { return table_; }
   void* comm() const { return comm_; }
   Team& team() { return team_; }
   // The comm itself (v11/v12) or a block made with `contexts`.
-  std::string make_target(int contexts, Target* target);
+  std::string make_target(int contexts, RmaTarget* target);
   std::string register_region(void* data, size_t size, void** mhandle);
   // The team's barrier, driving `target`'s progress while it waits.
-  std::string barrier(const Target& target, int timeout_s = 120);
+  std::string barrier(const RmaTarget& target, int timeout_s = 120);
   // Waits for the request while driving `target`'s progress.
-  std::string wait(const Target& target, void* request, const char* what, int timeout_s = 120);
+  std::string wait(const RmaTarget& target, void* request, const char* what, int timeout_s = 120);
   // Waits until the 64-bit word at `word` reaches `value`.
-  std::string wait_signal(const Target& target, const void* word, uint64_t value, const char* what,
-                          int timeout_s = 120);
+  std::string wait_signal(const RmaTarget& target, const void* word, uint64_t value,
+                          const char* what, int timeout_s = 120);
 
  private:
   Team& team_;
-  RmaTable table_;
+  RmaClient table_;
   void* context_ = nullptr;
   void* listen_ = nullptr;
   void* comm_ = nullptr;

@@ -107,7 +107,7 @@ std::vector<size_t> transfer_sizes() {
 
 TEST_CASE("puts of 0 B to the largest size land byte for byte at every rank", "[rma][put]") {
   run_ranks([](Session& session, Team& team) -> std::string {
-    Target target;
+    RmaTarget target;
     RT_TRY(session.make_target(1, &target));
     const size_t largest = largest_transfer();
     const int n = team.size();
@@ -157,7 +157,7 @@ TEST_CASE("puts of 0 B to the largest size land byte for byte at every rank", "[
 
 TEST_CASE("a signal is never seen before the data it covers", "[rma][signal]") {
   run_ranks([](Session& session, Team& team) -> std::string {
-    Target target;
+    RmaTarget target;
     const int contexts = session.table().has_contexts() ? 4 : 1;
     RT_TRY(session.make_target(contexts, &target));
     constexpr int kBlocks = 256;
@@ -248,7 +248,7 @@ TEST_CASE("a signal is never seen before the data it covers", "[rma][signal]") {
 TEST_CASE("gets read every rank's bytes, and a flush covers them", "[rma][get]") {
   run_ranks([](Session& session, Team& team) -> std::string {
     if (!session.table().has_get()) return "";  // GIN v11/v12 have no iget
-    Target target;
+    RmaTarget target;
     RT_TRY(session.make_target(2, &target));
     const size_t largest = largest_transfer();
     const int n = team.size();
@@ -309,8 +309,8 @@ TEST_CASE("many context blocks and contexts carry their own signals", "[rma][con
     const int me = team.rank();
     const int next = (me + 1) % n;
     const int previous = (me + n - 1) % n;
-    std::vector<Target> targets(kBlocks);
-    for (Target& target : targets) RT_TRY(session.make_target(kContexts, &target));
+    std::vector<RmaTarget> targets(kBlocks);
+    for (RmaTarget& target : targets) RT_TRY(session.make_target(kContexts, &target));
     HostBuffer source(kSlot * kBlocks * kContexts);
     HostBuffer window(kSlot * kBlocks * kContexts);
     HostBuffer signals(8 * kBlocks * kContexts);
@@ -349,7 +349,7 @@ TEST_CASE("many context blocks and contexts carry their own signals", "[rma][con
     }
     RT_TRY(session.barrier(targets[0]));
     RT_TRY(regions.release());
-    for (Target& target : targets) {
+    for (RmaTarget& target : targets) {
       RT_CALL("destroyContext", session.table().destroy_context(target));
     }
     return "";
@@ -366,8 +366,8 @@ TEST_CASE("threads drive their own context blocks at once", "[rma][threads]") {
     const int me = team.rank();
     const int next = (me + 1) % n;
     const int previous = (me + n - 1) % n;
-    std::vector<Target> targets(kThreads);
-    for (Target& target : targets) RT_TRY(session.make_target(1, &target));
+    std::vector<RmaTarget> targets(kThreads);
+    for (RmaTarget& target : targets) RT_TRY(session.make_target(1, &target));
     HostBuffer source(kSize * kThreads);
     HostBuffer window(kSize * kThreads * kMessages);
     HostBuffer signals(8 * kThreads);
@@ -415,7 +415,7 @@ TEST_CASE("threads drive their own context blocks at once", "[rma][threads]") {
     }
     RT_TRY(session.barrier(targets[0]));
     RT_TRY(regions.release());
-    for (Target& target : targets) {
+    for (RmaTarget& target : targets) {
       RT_CALL("destroyContext", session.table().destroy_context(target));
     }
     return "";
@@ -424,14 +424,14 @@ TEST_CASE("threads drive their own context blocks at once", "[rma][threads]") {
 
 TEST_CASE("bad arguments are refused with ncclInvalidArgument", "[rma][errors]") {
   run_ranks([](Session& session, Team& team) -> std::string {
-    Target target;
+    RmaTarget target;
     RT_TRY(session.make_target(2, &target));
     HostBuffer buffer(4096);
     void* mr = nullptr;
     Regions regions(session);
     RT_TRY(regions.add(buffer, &mr));
     const uint32_t n = static_cast<uint32_t>(team.size());
-    const RmaTable& table = session.table();
+    const RmaClient& table = session.table();
     // What a stray handle or context pointer might hold: zeroed bytes,
     // enough for any header weft reads to tell them from its own. (Comms
     // are C++ objects: a forged one is undefined behaviour to even check.)
@@ -468,7 +468,7 @@ TEST_CASE("bad arguments are refused with ncclInvalidArgument", "[rma][errors]")
     if (table.has_contexts()) {
       RT_TRY(expect_invalid("iput on context 2 of 2",
                             table.put(target, 2, 0, mr, 8, 0, mr, 0, &request), request));
-      Target forged{session.comm(), stranger};
+      RmaTarget forged{session.comm(), stranger};
       RT_TRY(expect_invalid("iput on a forged context",
                             table.put(forged, 0, 0, mr, 8, 0, mr, 0, &request), request));
     }
@@ -497,11 +497,11 @@ TEST_CASE("a rank's handles out of order fail connect on every rank", "[rma][err
   require_passed(run_team(
       team_size(),
       [](Team& team) -> std::string {
-        RmaTable table;
+        RmaClient table;
         std::string error;
         if (!table.load(ft::plugin_path(), table_under_test(), &error)) return error;
         void* context = nullptr;
-        RT_CALL("init", table.init(&context));
+        RT_CALL("init", table.init(&context, log_sink));
         void* listen = nullptr;
         RT_CALL("listen", table.listen(context, 0, team.handle(team.rank()), &listen));
         if (!team.barrier()) return "barrier timed out";
@@ -544,7 +544,7 @@ TEST_CASE("a dead rank fails the next collective step within the timeout", "[rma
       [](Team& team) -> std::string {
         Session session(team);
         RT_TRY(session.open());
-        Target target;
+        RmaTarget target;
         RT_TRY(session.make_target(1, &target));
         if (!team.barrier()) return "barrier timed out";
         if (team.rank() == 2) ::_exit(0);  // no close, no finalize: gone

@@ -1,34 +1,17 @@
-#include "rma_table.h"
+#include "weft/rma_client.h"
 
 #include <dlfcn.h>
-#include <unistd.h>
 
 #include <climits>
-#include <cstdarg>
-#include <cstdio>
-#include <cstdlib>
 
-namespace weft::rt {
+namespace weft {
 namespace {
 
-// The plugin's log on stderr with WEFT_TEST_RMA_LOG=1 (warnings) or 2 (all).
-void log_sink(ncclDebugLogLevel level, unsigned long, const char*, int, const char* format, ...) {
-  static const int wanted = [] {
-    const char* value = std::getenv("WEFT_TEST_RMA_LOG");
-    return value != nullptr ? std::atoi(value) : 0;
-  }();
-  if (wanted == 0 || (wanted == 1 && level != NCCL_LOG_WARN)) return;
-  char line[1024];
-  va_list args;
-  va_start(args, format);
-  std::vsnprintf(line, sizeof(line), format, args);
-  va_end(args);
-  std::fprintf(stderr, "[pid %d] %s\n", static_cast<int>(::getpid()), line);
-}
+void quiet_logger(ncclDebugLogLevel, unsigned long, const char*, int, const char*, ...) {}
 
 }  // namespace
 
-bool RmaTable::load(const std::string& path, const std::string& which, std::string* error) {
+bool RmaClient::load(const std::string& path, const std::string& which, std::string* error) {
   struct Choice {
     const char* name;
     const char* symbol;
@@ -76,24 +59,25 @@ bool RmaTable::load(const std::string& path, const std::string& which, std::stri
 }
 
 // Calls the member of whichever table is loaded.
-#define WEFT_RT_CALL(member, ...)                \
+#define WEFT_RMA_CALL(member, ...)               \
   (v14_ != nullptr   ? v14_->member(__VA_ARGS__) \
    : v13_ != nullptr ? v13_->member(__VA_ARGS__) \
    : v12_ != nullptr ? v12_->member(__VA_ARGS__) \
                      : v11_->member(__VA_ARGS__))
 
-ncclResult_t RmaTable::init(void** ctx) const {
-  return WEFT_RT_CALL(init, ctx, 0x1234, log_sink);
+ncclResult_t RmaClient::init(void** ctx, ncclDebugLogger_t logger) const {
+  // NCCL passes its communicator's hash; any fixed value serves here.
+  return WEFT_RMA_CALL(init, ctx, 0x1234, logger != nullptr ? logger : quiet_logger);
 }
-ncclResult_t RmaTable::finalize(void* ctx) const {
-  return WEFT_RT_CALL(finalize, ctx);
+ncclResult_t RmaClient::finalize(void* ctx) const {
+  return WEFT_RMA_CALL(finalize, ctx);
 }
-ncclResult_t RmaTable::devices(int* ndev) const {
-  return WEFT_RT_CALL(devices, ndev);
+ncclResult_t RmaClient::devices(int* ndev) const {
+  return WEFT_RMA_CALL(devices, ndev);
 }
 
-ncclResult_t RmaTable::properties(int dev, int* device_type, int* max_recvs,
-                                  int* ptr_support) const {
+ncclResult_t RmaClient::properties(int dev, int* device_type, int* max_recvs,
+                                   int* ptr_support) const {
   ncclResult_t result;
   if (version_ <= 12) {
     ncclNetProperties_v11_t props{};
@@ -111,27 +95,27 @@ ncclResult_t RmaTable::properties(int dev, int* device_type, int* max_recvs,
   return result;
 }
 
-ncclResult_t RmaTable::listen(void* ctx, int dev, void* handle, void** listen_comm) const {
-  return WEFT_RT_CALL(listen, ctx, dev, handle, listen_comm);
+ncclResult_t RmaClient::listen(void* ctx, int dev, void* handle, void** listen_comm) const {
+  return WEFT_RMA_CALL(listen, ctx, dev, handle, listen_comm);
 }
 
-ncclResult_t RmaTable::connect(void* ctx, void** handles, int nranks, int rank, void* listen_comm,
-                               void** comm) const {
+ncclResult_t RmaClient::connect(void* ctx, void** handles, int nranks, int rank, void* listen_comm,
+                                void** comm) const {
   if (v12_ != nullptr) return v12_->connect(ctx, handles, nranks, rank, 1, 0, listen_comm, comm);
   if (v14_ != nullptr) return v14_->connect(ctx, handles, nranks, rank, listen_comm, comm);
   if (v13_ != nullptr) return v13_->connect(ctx, handles, nranks, rank, listen_comm, comm);
   return v11_->connect(ctx, handles, nranks, rank, listen_comm, comm);
 }
 
-ncclResult_t RmaTable::close_listen(void* listen_comm) const {
-  return WEFT_RT_CALL(closeListen, listen_comm);
+ncclResult_t RmaClient::close_listen(void* listen_comm) const {
+  return WEFT_RMA_CALL(closeListen, listen_comm);
 }
-ncclResult_t RmaTable::close_coll(void* comm) const {
-  return WEFT_RT_CALL(closeColl, comm);
+ncclResult_t RmaClient::close_coll(void* comm) const {
+  return WEFT_RMA_CALL(closeColl, comm);
 }
 
-ncclResult_t RmaTable::create_context(void* comm, int contexts, int rank_stride,
-                                      Target* target) const {
+ncclResult_t RmaClient::create_context(void* comm, int contexts, int rank_stride,
+                                       RmaTarget* target) const {
   target->comm = comm;
   target->context = nullptr;
   if (v14_ != nullptr) {
@@ -150,14 +134,14 @@ ncclResult_t RmaTable::create_context(void* comm, int contexts, int rank_stride,
   return ncclSuccess;
 }
 
-ncclResult_t RmaTable::destroy_context(const Target& target) const {
+ncclResult_t RmaClient::destroy_context(const RmaTarget& target) const {
   if (target.context == nullptr) return ncclSuccess;
   return v14_ != nullptr ? v14_->destroyContext(target.context)
                          : v13_->destroyContext(target.context);
 }
 
-ncclResult_t RmaTable::reg(void* comm, void* data, size_t size, int type, uint64_t flags,
-                           void** mhandle) const {
+ncclResult_t RmaClient::reg(void* comm, void* data, size_t size, int type, uint64_t flags,
+                            void** mhandle) const {
   if (v14_ != nullptr) return v14_->regMrSym(comm, data, size, type, flags, mhandle);
   void* gin_handle = nullptr;
   ncclResult_t result =
@@ -169,13 +153,13 @@ ncclResult_t RmaTable::reg(void* comm, void* data, size_t size, int type, uint64
   return result;
 }
 
-ncclResult_t RmaTable::dereg(void* comm, void* mhandle) const {
-  return WEFT_RT_CALL(deregMrSym, comm, mhandle);
+ncclResult_t RmaClient::dereg(void* comm, void* mhandle) const {
+  return WEFT_RMA_CALL(deregMrSym, comm, mhandle);
 }
 
-ncclResult_t RmaTable::put(const Target& target, int context, uint64_t src_off, void* src,
-                           size_t size, uint64_t dst_off, void* dst, uint32_t rank,
-                           void** request) const {
+ncclResult_t RmaClient::put(const RmaTarget& target, int context, uint64_t src_off, void* src,
+                            size_t size, uint64_t dst_off, void* dst, uint32_t rank,
+                            void** request) const {
   if (v14_ != nullptr) {
     return v14_->iput(target.context, context, src_off, src, size, dst_off, dst, rank, request);
   }
@@ -188,10 +172,10 @@ ncclResult_t RmaTable::put(const Target& target, int context, uint64_t src_off, 
   return v11_->iput(target.comm, src_off, src, size, dst_off, dst, rank, request);
 }
 
-ncclResult_t RmaTable::put_signal(const Target& target, int context, uint64_t src_off, void* src,
-                                  size_t size, uint64_t dst_off, void* dst, uint32_t rank,
-                                  uint64_t signal_off, void* signal, uint64_t value, uint32_t op,
-                                  bool strong, void** request) const {
+ncclResult_t RmaClient::put_signal(const RmaTarget& target, int context, uint64_t src_off,
+                                   void* src, size_t size, uint64_t dst_off, void* dst,
+                                   uint32_t rank, uint64_t signal_off, void* signal, uint64_t value,
+                                   uint32_t op, bool strong, void** request) const {
   if (v14_ != nullptr) {
     return v14_->iputSignal(target.context, context, src_off, src, size, dst_off, dst, rank,
                             signal_off, signal, value, op, strong, request);
@@ -208,9 +192,9 @@ ncclResult_t RmaTable::put_signal(const Target& target, int context, uint64_t sr
                           value, op, request);
 }
 
-ncclResult_t RmaTable::get(const Target& target, int context, uint64_t remote_off, void* remote,
-                           size_t size, uint64_t local_off, void* local, uint32_t rank,
-                           void** request) const {
+ncclResult_t RmaClient::get(const RmaTarget& target, int context, uint64_t remote_off, void* remote,
+                            size_t size, uint64_t local_off, void* local, uint32_t rank,
+                            void** request) const {
   if (v14_ != nullptr) {
     return v14_->iget(target.context, context, remote_off, remote, size, local_off, local, rank,
                       request);
@@ -222,18 +206,18 @@ ncclResult_t RmaTable::get(const Target& target, int context, uint64_t remote_of
   return ncclInvalidUsage;
 }
 
-ncclResult_t RmaTable::flush(const Target& target, int context, void* mhandle, uint32_t rank,
-                             void** request) const {
+ncclResult_t RmaClient::flush(const RmaTarget& target, int context, void* mhandle, uint32_t rank,
+                              void** request) const {
   if (v14_ != nullptr) return v14_->iflush(target.context, context, mhandle, rank, request);
   if (v13_ != nullptr) return v13_->iflush(target.context, context, mhandle, rank, request);
   return ncclInvalidUsage;
 }
 
-ncclResult_t RmaTable::test(void* comm, void* request, int* done) const {
-  return WEFT_RT_CALL(test, comm, request, done);
+ncclResult_t RmaClient::test(void* comm, void* request, int* done) const {
+  return WEFT_RMA_CALL(test, comm, request, done);
 }
 
-ncclResult_t RmaTable::progress(const Target& target) const {
+ncclResult_t RmaClient::progress(const RmaTarget& target) const {
   if (v14_ != nullptr) {
     return v14_->rmaProgress != nullptr ? v14_->rmaProgress(target.context) : ncclSuccess;
   }
@@ -246,13 +230,13 @@ ncclResult_t RmaTable::progress(const Target& target) const {
   return v11_->ginProgress != nullptr ? v11_->ginProgress(target.comm) : ncclSuccess;
 }
 
-ncclResult_t RmaTable::query_last_error(const Target& target, bool* has_error) const {
+ncclResult_t RmaClient::query_last_error(const RmaTarget& target, bool* has_error) const {
   *has_error = false;
   if (target.context == nullptr) return ncclSuccess;  // proxy mode: NCCL's own flag
   if (v14_ != nullptr) return v14_->queryLastError(target.context, has_error);
   return v13_->queryLastError(target.context, has_error);
 }
 
-#undef WEFT_RT_CALL
+#undef WEFT_RMA_CALL
 
-}  // namespace weft::rt
+}  // namespace weft

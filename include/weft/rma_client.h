@@ -1,8 +1,10 @@
 // Any plugin's one-sided table, driven through its exported ABI only: one
 // interface over ncclRmaPlugin_v14/v13 and ncclGinPlugin_v13/v12/v11, so
-// every check of the RMA suite runs against each of them. GIN v11/v12
-// have no contexts: operations go on the comm itself (a Target with a
-// null context), as NCCL's proxy calls them.
+// every check of the RMA suite, and weft-perf's put/get/signal, run
+// against each of them. GIN v11/v12 have no contexts: operations go on the
+// comm itself (an RmaTarget with a null context), as NCCL's proxy calls
+// them. Like NetClient, it does not link weft: the plugin is reached by
+// dlopen/dlsym as NCCL reaches it.
 #pragma once
 
 #include <cstddef>
@@ -11,15 +13,15 @@
 
 #include "nccl/one_sided.h"
 
-namespace weft::rt {
+namespace weft {
 
 // Where operations go: a context block (RMA, GIN v13) or the comm (v11/v12).
-struct Target {
+struct RmaTarget {
   void* comm = nullptr;
   void* context = nullptr;
 };
 
-class RmaTable {
+class RmaClient {
  public:
   // `which`: rma14, rma13, gin13, gin12 or gin11. Loads `path` with
   // RTLD_LOCAL; false and `error` when the symbol is missing.
@@ -30,7 +32,8 @@ class RmaTable {
   bool has_get() const { return version_ >= 13; }
   bool has_strength() const { return version_ >= 14; }
 
-  ncclResult_t init(void** ctx) const;
+  // `logger` may be nullptr (the plugin's log is dropped).
+  ncclResult_t init(void** ctx, ncclDebugLogger_t logger = nullptr) const;
   ncclResult_t finalize(void* ctx) const;
   ncclResult_t devices(int* ndev) const;
   ncclResult_t properties(int dev, int* device_type, int* max_recvs, int* ptr_support) const;
@@ -40,25 +43,25 @@ class RmaTable {
   ncclResult_t close_listen(void* listen_comm) const;
   ncclResult_t close_coll(void* comm) const;
   // v11/v12: no call, the comm is the target.
-  ncclResult_t create_context(void* comm, int contexts, int rank_stride, Target* target) const;
-  ncclResult_t destroy_context(const Target& target) const;
+  ncclResult_t create_context(void* comm, int contexts, int rank_stride, RmaTarget* target) const;
+  ncclResult_t destroy_context(const RmaTarget& target) const;
   ncclResult_t reg(void* comm, void* data, size_t size, int type, uint64_t flags,
                    void** mhandle) const;
   ncclResult_t dereg(void* comm, void* mhandle) const;
-  ncclResult_t put(const Target& target, int context, uint64_t src_off, void* src, size_t size,
+  ncclResult_t put(const RmaTarget& target, int context, uint64_t src_off, void* src, size_t size,
                    uint64_t dst_off, void* dst, uint32_t rank, void** request) const;
-  ncclResult_t put_signal(const Target& target, int context, uint64_t src_off, void* src,
+  ncclResult_t put_signal(const RmaTarget& target, int context, uint64_t src_off, void* src,
                           size_t size, uint64_t dst_off, void* dst, uint32_t rank,
                           uint64_t signal_off, void* signal, uint64_t value, uint32_t op,
                           bool strong, void** request) const;
-  ncclResult_t get(const Target& target, int context, uint64_t remote_off, void* remote,
+  ncclResult_t get(const RmaTarget& target, int context, uint64_t remote_off, void* remote,
                    size_t size, uint64_t local_off, void* local, uint32_t rank,
                    void** request) const;
-  ncclResult_t flush(const Target& target, int context, void* mhandle, uint32_t rank,
+  ncclResult_t flush(const RmaTarget& target, int context, void* mhandle, uint32_t rank,
                      void** request) const;
   ncclResult_t test(void* comm, void* request, int* done) const;
-  ncclResult_t progress(const Target& target) const;
-  ncclResult_t query_last_error(const Target& target, bool* has_error) const;
+  ncclResult_t progress(const RmaTarget& target) const;
+  ncclResult_t query_last_error(const RmaTarget& target, bool* has_error) const;
 
  private:
   std::string symbol_;
@@ -69,4 +72,4 @@ class RmaTable {
   const ncclRma_v14_t* v14_ = nullptr;
 };
 
-}  // namespace weft::rt
+}  // namespace weft
