@@ -48,6 +48,30 @@ else
   cat "$tmp/err.txt"; fail "plugin vs raw run failed"
 fi
 
+echo "== one-sided: put, get, signal through ncclRmaPlugin_v14, plugin vs raw"
+if "$PERF" --plugin "$PLUGIN" --test one-sided --vs-raw "$PROV" "${raw_domain[@]}" \
+    "${short[@]}" >"$tmp/rma.txt" 2>"$tmp/err.txt"; then
+  cat "$tmp/rma.txt"
+  grep -q "one_sided: ncclRmaPlugin_v14" "$tmp/rma.txt" || fail "the run does not name the RMA table"
+  grep -q "operation: fi_write/fi_read/fi_writedata" "$tmp/rma.txt" || fail "no raw RMA run"
+  for t in put put-lat get get-lat signal; do
+    n=$(grep -cE "^  $t +[0-9]+ " "$tmp/rma.txt")
+    [ "$n" -eq 5 ] || fail "expected 5 $t lines in the comparison (0 B .. 256 KiB), got $n"
+  done
+  grep -q "received bytes verified: all" "$tmp/rma.txt" || fail "one-sided bytes not verified"
+else
+  cat "$tmp/err.txt"; fail "one-sided plugin vs raw run failed"
+fi
+# GIN v11 (NCCL 2.28/2.29's table: no contexts, no get), CSV.
+if "$PERF" --plugin "$PLUGIN" --rma-table gin11 --test put,signal --csv "${short[@]}" \
+    >"$tmp/gin.csv" 2>"$tmp/err.txt"; then
+  grep -q "one_sided=ncclGinPlugin_v11" "$tmp/gin.csv" || fail "the CSV does not name the GIN table"
+  n=$(grep -cE "^libnccl-net-weft[^,]*,(put|signal),[0-9]+," "$tmp/gin.csv")
+  [ "$n" -eq 10 ] || fail "expected 10 put/signal CSV rows over gin11, got $n"
+else
+  cat "$tmp/err.txt"; fail "one-sided run over gin11 failed"
+fi
+
 echo "== --samples: every timed iteration, in order, for both runs"
 if "$PERF" --plugin "$PLUGIN" --test latency --vs-raw "$PROV" "${raw_domain[@]}" --min-bytes 8 \
     --max-bytes 64 --step-factor 8 --iters 37 --warmup 2 --timeout 60 --quiet --csv \

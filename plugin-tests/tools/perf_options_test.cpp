@@ -138,6 +138,28 @@ TEST_CASE("test lists, comms, threads, groups and raw operations") {
   CHECK(f.fabric == "efa-direct");
 }
 
+TEST_CASE("one-sided tests: selection and what they refuse") {
+  CHECK(parse({"--test", "one-sided"}).tests ==
+        std::vector<TestKind>{TestKind::put, TestKind::get, TestKind::signal});
+  Options o = parse({"--test", "signal,put", "--rma-table", "gin13", "--vs-raw", "tcp"});
+  CHECK(o.tests == std::vector<TestKind>{TestKind::put, TestKind::signal});
+  CHECK(o.rma_table == "gin13");
+  CHECK(o.runs_one_sided());
+  CHECK_FALSE(o.runs_transfers());
+  CHECK(parse({}).rma_table == "rma14");
+  auto refused = [](std::vector<const char*> args, const char* text) {
+    INFO(text);
+    CHECK_THROWS_WITH(parse(args), Catch::Contains(text));
+  };
+  refused({"--test", "put,bw"}, "--test bw and the one-sided tests");
+  refused({"--test", "get,reg"}, "--test reg and the one-sided tests");
+  refused({"--test", "put", "--mem", "cuda"}, "host memory only");
+  refused({"--test", "put", "--comms", "2"}, "one context");
+  refused({"--test", "get", "--rma-table", "gin11"}, "ncclGinPlugin_v11 has no iget");
+  refused({"--rma-table", "rma13"}, "--rma-table applies to the one-sided tests");
+  refused({"--test", "put", "--vs-raw", "tcp", "--raw-op", "write"}, "choose their own raw");
+}
+
 TEST_CASE("bad command lines are usage errors") {
   bad({"--bogus"});
   bad({"--abi", "5"});

@@ -79,7 +79,30 @@ class Backend {
   // After a receive into GPU memory completed (ncclNet iflush): a request to
   // test() to completion, or nullptr when there is nothing to flush.
   virtual void* flush(int, int, void**, int*, void**) { return nullptr; }
+
+  // One-sided (tests put, get, signal): a window of the same size on both
+  // ranks, opened by both at once (a collective registration); operations
+  // name offsets in the local and the peer's window. The window's first
+  // kWindowDataOffset bytes are the backend's (the plugin's signal word).
+  virtual void open_window(Bootstrap&, int /*rank*/, char*, size_t) {
+    throw PerfError(label() + ": no one-sided operations");
+  }
+  virtual void close_window() noexcept {}
+  // Hot path, nullptr: retry after testing. put: local bytes to the peer;
+  // with `signal`, then +1 on the peer's signal count once the data is
+  // there. get: the peer's bytes into the local window.
+  virtual void* post_put(size_t /*local*/, size_t /*remote*/, size_t /*size*/, bool /*signal*/) {
+    return nullptr;
+  }
+  virtual void* post_get(size_t /*local*/, size_t /*remote*/, size_t /*size*/) { return nullptr; }
+  virtual bool test_one_sided(void*) { return true; }
+  // Drives progress, then returns the signals that have reached this rank.
+  virtual uint64_t signals_arrived() { return 0; }
 };
+
+// One-sided windows: where the data area starts (a page, so it stays
+// aligned as NCCL's windows are).
+inline constexpr size_t kWindowDataOffset = 4096;
 
 // A registration released on scope exit (before the backend closes).
 class ScopedRegistration {

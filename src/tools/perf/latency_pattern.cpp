@@ -54,18 +54,7 @@ class LatencyPattern final : public Pattern {
     r.has_latency = true;
     if (ctx.rank == 0) {
       if (!ctx.opts.samples_path.empty()) write_samples(ctx.opts.samples_path, ctx.plugin, size);
-      std::sort(samples_.begin(), samples_.end());
-      auto at = [&](double q) {
-        size_t i = static_cast<size_t>(q * static_cast<double>(samples_.size() - 1) + 0.5);
-        return samples_[std::min(i, samples_.size() - 1)];
-      };
-      double sum = 0;
-      for (double v : samples_) sum += v;
-      r.avg_us = sum / static_cast<double>(samples_.size());  // what fi_pingpong reports
-      r.min_us = samples_.front();
-      r.median_us = at(0.5);
-      r.p99_us = at(0.99);
-      r.time_us = r.median_us;
+      summarize_latency(samples_, r);
       r.gbps = static_cast<double>(size) / (r.median_us * 1e3);
     }
     return {r};

@@ -50,6 +50,10 @@ std::vector<TestKind> parse_tests(const std::string& text) {
       tests.insert(tests.end(), std::begin(kTransferTests), std::end(kTransferTests));
       known = true;
     }
+    if (item == "one-sided") {
+      tests.insert(tests.end(), std::begin(kOneSidedTests), std::end(kOneSidedTests));
+      known = true;
+    }
     for (TestKind t : kAllTests) {
       if (item == test_name(t)) {
         tests.push_back(t);
@@ -59,7 +63,7 @@ std::vector<TestKind> parse_tests(const std::string& text) {
     if (!known) {
       throw UsageError(
           "--test expects a comma-separated list of latency, bw, bibw, rate, "
-          "grouped, reg, or all; got '" +
+          "grouped, reg, put, get, signal, all or one-sided; got '" +
           item + "'");
     }
     if (comma == std::string::npos) break;
@@ -116,12 +120,22 @@ const char* test_name(TestKind t) {
       return "grouped";
     case TestKind::reg:
       return "reg";
+    case TestKind::put:
+      return "put";
+    case TestKind::get:
+      return "get";
+    case TestKind::signal:
+      return "signal";
   }
   return "?";
 }
 
 bool is_transfer_test(TestKind t) {
-  return t != TestKind::reg;
+  return t != TestKind::reg && !is_one_sided_test(t);
+}
+
+bool is_one_sided_test(TestKind t) {
+  return t == TestKind::put || t == TestKind::get || t == TestKind::signal;
 }
 
 bool Options::runs(TestKind t) const {
@@ -134,6 +148,13 @@ bool Options::runs(TestKind t) const {
 bool Options::runs_transfers() const {
   for (TestKind u : tests) {
     if (is_transfer_test(u)) return true;
+  }
+  return false;
+}
+
+bool Options::runs_one_sided() const {
+  for (TestKind u : tests) {
+    if (is_one_sided_test(u)) return true;
   }
   return false;
 }
@@ -255,7 +276,9 @@ Ranks and bootstrap (a TCP connection carrying handles and control words):
 
 Tests:
   --test LIST          comma-separated: latency, bw, bibw, rate, grouped, reg,
-                       or all (every test but reg; default latency,bw)
+                       put, get, signal, all (every two-sided test: not reg,
+                       not one-sided) or one-sided (put,get,signal); default
+                       latency,bw
                        latency: ping-pong on comm 0, one message in flight,
                          half round trip (min, median, average, p99; the
                          average is what fi_pingpong's usec/xfer shows)
@@ -277,6 +300,21 @@ Tests:
                          registration of it stays alive meanwhile (NCCL's
                          pattern; a registration cache answers these). At
                          most --iters pairs, at least 10, about 1 s each.
+                       One-sided, on a window both ranks register (the
+                       plugin's regMrSym; host memory, one context), run on
+                       their own (not with two-sided tests or reg):
+                       put: rank 0 writes into rank 1's window; latency =
+                         one iput until test() says done, bw = --depth in
+                         flight (raw: fi_write); bytes checked on rank 1
+                       get: rank 0 reads rank 1's window, the same figures
+                         (raw: fi_read); bytes checked on rank 0
+                       signal: ping-pong of iputSignal (data, then +1 on the
+                         peer's signal word), half round trip; the receiver
+                         polls its word (raw: fi_writedata, the remote CQ
+                         data as the signal); the data checked on each
+  --rma-table T        one-sided tests: the plugin table to drive: rma14
+                       (ncclRmaPlugin_v14, default), rma13, gin13, gin12,
+                       gin11 (ncclGinPlugin_v11: no get)
   --comms N            comms (NCCL channels) to the peer, 1..256 (default 1);
                        bandwidth tests use all of them, latency comm 0
   --idle-comms N       open N more comm pairs (0..100000, default 0) that stay
@@ -378,6 +416,7 @@ std::optional<Options> parse_options(int argc, char** argv, const std::string& d
   bool have_max = false;
   bool have_step = false;
   bool have_tests = false;
+  bool have_rma_table = false;
   bool have_comms = false;
   bool have_health_threshold = false;
   for (int i = 1; i < argc; ++i) {
@@ -433,6 +472,9 @@ std::optional<Options> parse_options(int argc, char** argv, const std::string& d
     } else if (arg == "--test") {
       o.tests = parse_tests(next());
       have_tests = true;
+    } else if (arg == "--rma-table") {
+      o.rma_table = next();
+      have_rma_table = true;
     } else if (arg == "--raw-op") {
       std::string op = next();
       if (op == "tagged") {
@@ -571,6 +613,9 @@ std::optional<Options> parse_options(int argc, char** argv, const std::string& d
     throw UsageError("--threads " + std::to_string(o.threads) + " exceeds --comms " +
                      std::to_string(o.comms) + " (each thread drives at least one comm)");
   }
+  if (have_raw_op && o.runs_one_sided()) {
+    throw UsageError("--raw-op: the one-sided tests choose their own raw operations");
+  }
   if (o.raw_op == RawOp::write && o.runs(TestKind::grouped)) {
     throw UsageError("--test grouped needs tagged receives; not available with --raw-op write");
   }
@@ -578,7 +623,29 @@ std::optional<Options> parse_options(int argc, char** argv, const std::string& d
   if (o.raw() && o.runs(TestKind::reg)) {
     throw UsageError("--test reg measures a plugin's regMr/deregMr; not with --raw-ofi");
   }
-  if (!o.vs_raw_provider.empty() && !o.runs_transfers()) {
+  if (o.runs_one_sided()) {
+    for (TestKind t : o.tests) {
+      if (!is_one_sided_test(t)) {
+        throw UsageError(std::string("--test ") + test_name(t) +
+                         " and the one-sided tests (put, get, signal) run separately");
+      }
+    }
+    if (o.mem == MemType::cuda) {
+      throw UsageError("the one-sided tests use host memory only (for now); drop --mem cuda");
+    }
+    if (o.comms > 1 || o.threads > 1 || o.idle_comms > 0) {
+      throw UsageError(
+          "the one-sided tests use one context; drop --comms, --threads, "
+          "--idle-comms");
+    }
+    if (o.rma_table == "gin11" && o.runs(TestKind::get)) {
+      throw UsageError("--test get: ncclGinPlugin_v11 has no iget; use --rma-table rma14");
+    }
+  } else if (have_rma_table) {
+    throw UsageError("--rma-table applies to the one-sided tests (put, get, signal)");
+  }
+  if (o.raw() && have_rma_table) throw UsageError("--rma-table applies to plugins");
+  if (!o.vs_raw_provider.empty() && !o.runs_transfers() && !o.runs_one_sided()) {
     throw UsageError("--vs-raw: the raw run has no reg test; add a transfer test to compare");
   }
   if (o.mem == MemType::cuda && (o.raw() || !o.vs_raw_provider.empty())) {

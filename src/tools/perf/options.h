@@ -22,16 +22,23 @@ enum class RawOp { tagged, write };
 enum class MemType { host, cuda };
 
 // The tests weft-perf can run, in report order. reg measures registration
-// (regMr/deregMr), not transfers.
-enum class TestKind { latency, bw, bibw, rate, grouped, reg };
+// (regMr/deregMr), not transfers. put, get and signal are one-sided: the
+// plugin's RMA table (ncclRmaPlugin_vN / ncclGinPlugin_vN), or fi_write /
+// fi_read / fi_writedata on the raw provider.
+enum class TestKind { latency, bw, bibw, rate, grouped, reg, put, get, signal };
 inline constexpr TestKind kAllTests[] = {TestKind::latency, TestKind::bw,      TestKind::bibw,
-                                         TestKind::rate,    TestKind::grouped, TestKind::reg};
+                                         TestKind::rate,    TestKind::grouped, TestKind::reg,
+                                         TestKind::put,     TestKind::get,     TestKind::signal};
+// What `--test one-sided` selects.
+inline constexpr TestKind kOneSidedTests[] = {TestKind::put, TestKind::get, TestKind::signal};
 // What `--test all` selects: every transfer test. reg is left out (its
 // sweep runs to 1 GiB and about 2 s per size); ask for it by name.
 inline constexpr TestKind kTransferTests[] = {TestKind::latency, TestKind::bw, TestKind::bibw,
                                               TestKind::rate, TestKind::grouped};
 const char* test_name(TestKind t);
+// Two-sided messages (not reg, not one-sided).
 bool is_transfer_test(TestKind t);
+bool is_one_sided_test(TestKind t);
 
 // Defaults of the reg sweep where --min-bytes/--max-bytes/--step-factor are
 // not given: 4 KiB .. 1 GiB, x4.
@@ -51,6 +58,9 @@ struct Options {
   // plugin/raw ratios.
   std::string vs_raw_provider;
   int dev = 0;
+  // One-sided tests: which of the plugin's tables (rma14, rma13, gin13,
+  // gin12, gin11; weft::RmaClient names).
+  std::string rma_table = "rma14";
 
   // Ranks.
   Role role = Role::local;
@@ -101,7 +111,8 @@ struct Options {
 
   bool raw() const { return !raw_provider.empty(); }
   bool runs(TestKind t) const;
-  bool runs_transfers() const;  // any test but reg
+  bool runs_transfers() const;  // any two-sided message test
+  bool runs_one_sided() const;  // put, get or signal
 };
 
 // "8", "64K", "4M", "1G", "1T" (binary multiples; "KiB"/"KB" accepted too).

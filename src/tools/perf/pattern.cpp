@@ -10,15 +10,6 @@
 namespace weft::perf {
 namespace {
 
-// Sent after each size step; all-ones offset means "no mismatch".
-struct SlotStatus {
-  uint64_t offset;
-  uint64_t comm;
-  uint64_t slot;
-  uint64_t got;
-  uint64_t expected;
-};
-
 std::string mismatch_text(const char* who, const char* test, size_t size, const SlotStatus& s) {
   char buf[256];
   snprintf(buf, sizeof(buf),
@@ -71,6 +62,7 @@ int wait_request(Backend& backend, ProgressWatch& watch, int comm, void* req, co
 std::unique_ptr<Pattern> make_pattern(TestKind kind) {
   if (kind == TestKind::latency) return make_latency_pattern();
   if (kind == TestKind::reg) return make_reg_pattern();
+  if (is_one_sided_test(kind)) return make_one_sided_pattern(kind);
   return make_stream_pattern(kind);
 }
 
@@ -102,6 +94,22 @@ void flush_blocking(Backend& backend, FlushCounters* counters, ProgressWatch& wa
   }
 }
 
+void summarize_latency(std::vector<double>& samples, SizeResult& r) {
+  std::sort(samples.begin(), samples.end());
+  auto at = [&](double q) {
+    size_t i = static_cast<size_t>(q * static_cast<double>(samples.size() - 1) + 0.5);
+    return samples[std::min(i, samples.size() - 1)];
+  };
+  double sum = 0;
+  for (double v : samples) sum += v;
+  r.has_latency = true;
+  r.avg_us = sum / static_cast<double>(samples.size());  // what fi_pingpong reports
+  r.min_us = samples.front();
+  r.median_us = at(0.5);
+  r.p99_us = at(0.99);
+  r.time_us = r.median_us;
+}
+
 void check_completion_size(const char* test, size_t expected, int got) {
   if (got < 0 || expected != static_cast<size_t>(got)) {
     throw DataMismatch(std::string(test) + ": a receive of " + std::to_string(expected) +
@@ -111,7 +119,7 @@ void check_completion_size(const char* test, size_t expected, int got) {
 
 void verify_and_exchange(PatternContext& ctx, const char* test, size_t size, size_t recv_slots,
                          int comms_used) {
-  SlotStatus mine{UINT64_MAX, 0, 0, 0, 0};
+  SlotStatus mine;
   if (ctx.opts.check) {
     int peer = 1 - ctx.rank;
     for (size_t comm = 0; comm < static_cast<size_t>(comms_used) && mine.offset == UINT64_MAX;
@@ -124,6 +132,10 @@ void verify_and_exchange(PatternContext& ctx, const char* test, size_t size, siz
       }
     }
   }
+  exchange_status(ctx, test, size, mine);
+}
+
+void exchange_status(PatternContext& ctx, const char* test, size_t size, const SlotStatus& mine) {
   ctx.boot.send_pod(MsgKind::status, mine);
   auto theirs = ctx.boot.recv_pod<SlotStatus>(MsgKind::status);
   if (mine.offset != UINT64_MAX) {

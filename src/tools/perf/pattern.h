@@ -55,6 +55,11 @@ struct PatternContext {
   const cuda::Driver* cuda = nullptr;  // --mem cuda
   FlushCounters* flushes = nullptr;
   bool plugin = true;  // the plugin's run, not the raw provider's
+  // One-sided tests: the window both ranks opened (backend.h), and the
+  // signals this rank has been sent so far in the run.
+  char* window = nullptr;
+  size_t window_bytes = 0;
+  uint64_t signals_expected = 0;
 
   int comms() const { return static_cast<int>(buffers.size()); }
   bool gpu() const { return opts.mem == MemType::cuda; }
@@ -85,6 +90,7 @@ std::unique_ptr<Pattern> make_latency_pattern();
 void start_latency_samples(const std::string& path);
 std::unique_ptr<Pattern> make_stream_pattern(TestKind kind);  // bw, bibw, rate, grouped
 std::unique_ptr<Pattern> make_reg_pattern();
+std::unique_ptr<Pattern> make_one_sided_pattern(TestKind kind);  // put, get, signal
 
 // Shared by the patterns.
 int timed_iterations(const Options& opts, size_t size);
@@ -109,6 +115,22 @@ void* start_flush(Backend& backend, FlushCounters* counters, int comm, int n, vo
 // start_flush, then test until done.
 void flush_blocking(Backend& backend, FlushCounters* counters, ProgressWatch& watch, int comm,
                     int n, void** data, int* sizes, void** mrs);
+
+// Sorts `samples` (microseconds, at least one) and sets r's min, median,
+// average and p99, time_us (the median) and has_latency.
+void summarize_latency(std::vector<double>& samples, SizeResult& r);
+
+// A size step's verification result, sent to the peer; offset all-ones
+// means "no mismatch".
+struct SlotStatus {
+  uint64_t offset = UINT64_MAX;
+  uint64_t comm = 0;
+  uint64_t slot = 0;
+  uint64_t got = 0;
+  uint64_t expected = 0;
+};
+// Sends ours, receives the peer's; throws DataMismatch if either failed.
+void exchange_status(PatternContext& ctx, const char* test, size_t size, const SlotStatus& mine);
 
 // After a size step: verify the receive slots this rank used on the first
 // `comms_used` comms (if any), then exchange results with the peer; throws

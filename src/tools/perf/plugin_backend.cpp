@@ -1,7 +1,9 @@
 // Backend over an ncclNet plugin, used the way NCCL's proxy uses it:
 // one send comm and one recv comm to the peer, buffers (host, or GPU with
 // --mem cuda) registered once, isend/irecv/test polled from one thread,
-// iflush after receives into GPU memory.
+// iflush after receives into GPU memory. One-sided tests drive the same
+// library's RMA (or GIN) table through weft::RmaClient: a collective comm
+// of the two ranks, one context, one symmetric window.
 #include <algorithm>
 #include <chrono>
 #include <cstring>
@@ -12,6 +14,7 @@
 #include "errors.h"
 #include "options.h"
 #include "weft/net_client.h"
+#include "weft/rma_client.h"
 
 namespace weft::perf {
 namespace {
@@ -35,6 +38,12 @@ class PluginBackend final : public Backend {
  public:
   explicit PluginBackend(const Options& opts) : opts_(opts) {
     std::string error;
+    // One-sided runs need only the RMA/GIN table: a library with no net
+    // table (a vendor's libnccl-rma.so) can be measured too.
+    if (opts.runs_one_sided()) {
+      open_rma();
+      return;
+    }
     client_ = NetClient::load(opts.plugin_path, opts.abi, error);
     if (!client_) throw PerfError("plugin: " + error);
     check("init", client_->init());
@@ -66,6 +75,8 @@ class PluginBackend final : public Backend {
   }
 
   ~PluginBackend() override {
+    close_window();
+    if (rma_ctx_ != nullptr) rma_.finalize(rma_ctx_);
     // Comms go before finalize/dlclose (NetClient's destructor).
     for (void* c : send_comms_) {
       if (c != nullptr) client_->close_send(c);
@@ -79,23 +90,36 @@ class PluginBackend final : public Backend {
   }
 
   Facts describe() const override {
-    return {{"transport", "plugin"},
-            {"plugin", opts_.plugin_path},
-            {"abi", std::to_string(client_->abi_version())},
-            {"name", client_->plugin_name()},
-            {"device", std::to_string(opts_.dev) + ":" + info_.name},
-            {"speed_mbps", std::to_string(info_.speed_mbps)},
-            {"max_recvs", std::to_string(info_.max_recvs)},
-            {"ptr_support", ptr_support_text(info_.ptr_support)}};
+    if (!client_) {
+      return {{"transport", "plugin"},
+              {"plugin", opts_.plugin_path},
+              {"one_sided", rma_.symbol()},
+              {"device", std::to_string(opts_.dev)},
+              {"ptr_support", ptr_support_text(rma_ptr_support_)}};
+    }
+    Facts facts{{"transport", "plugin"},
+                {"plugin", opts_.plugin_path},
+                {"abi", std::to_string(client_->abi_version())},
+                {"name", client_->plugin_name()},
+                {"device", std::to_string(opts_.dev) + ":" + info_.name},
+                {"speed_mbps", std::to_string(info_.speed_mbps)},
+                {"max_recvs", std::to_string(info_.max_recvs)},
+                {"ptr_support", ptr_support_text(info_.ptr_support)}};
+    return facts;
   }
 
   std::string label() const override {
+    if (!client_) {
+      std::string file = opts_.plugin_path.substr(opts_.plugin_path.rfind('/') + 1);
+      return file + " " + rma_.symbol() + " (device " + std::to_string(opts_.dev) + ")";
+    }
     return std::string(client_->plugin_name()) + " v" + std::to_string(client_->abi_version()) +
            " (" + info_.name + ")";
   }
 
-  size_t max_message_bytes() const override { return info_.max_p2p_bytes; }
-  int max_recvs() const override { return std::min(info_.max_recvs, kMaxGroup); }
+  // One-sided: the plugin cuts operations itself.
+  size_t max_message_bytes() const override { return client_ ? info_.max_p2p_bytes : SIZE_MAX; }
+  int max_recvs() const override { return client_ ? std::min(info_.max_recvs, kMaxGroup) : 1; }
 
   void connect(Bootstrap& boot, int comms) override {
     const size_t n = static_cast<size_t>(comms);
@@ -193,7 +217,92 @@ class PluginBackend final : public Backend {
     return req;
   }
 
+  void open_window(Bootstrap& boot, int rank, char* data, size_t size) override {
+    char mine[NCCL_NET_HANDLE_MAXSIZE] = {};
+    char theirs[NCCL_NET_HANDLE_MAXSIZE] = {};
+    void* listen = nullptr;
+    check(rma_call("listen"), rma_.listen(rma_ctx_, opts_.dev, mine, &listen));
+    boot.send(MsgKind::address, mine, sizeof(mine));
+    boot.recv(MsgKind::address, theirs, sizeof(theirs));
+    void* handles[2];
+    handles[rank] = mine;
+    handles[1 - rank] = theirs;
+    peer_ = static_cast<uint32_t>(1 - rank);
+    // Blocks until both ranks are in (the plugin's connect timeout bounds it).
+    ncclResult_t r = rma_.connect(rma_ctx_, handles, 2, rank, listen, &rma_comm_);
+    rma_.close_listen(listen);
+    check(rma_call("connect"), r);
+    check(rma_call("createContext"), rma_.create_context(rma_comm_, 1, 1, &target_));
+    check(rma_call("regMrSym"), rma_.reg(rma_comm_, data, size, NCCL_PTR_HOST, 0, &window_mh_));
+    window_ = data;
+  }
+
+  void close_window() noexcept override {
+    if (window_mh_ != nullptr) rma_.dereg(rma_comm_, window_mh_);
+    window_mh_ = nullptr;
+    if (rma_comm_ != nullptr) {
+      rma_.destroy_context(target_);
+      rma_.close_coll(rma_comm_);
+    }
+    rma_comm_ = nullptr;
+  }
+
+  void* post_put(size_t local, size_t remote, size_t size, bool signal) override {
+    void* req = nullptr;
+    ncclResult_t r =
+        signal ? rma_.put_signal(target_, 0, local, window_mh_, size, remote, window_mh_, peer_, 0,
+                                 window_mh_, 1, NCCL_NET_SIGNAL_OP_ADD, true, &req)
+               : rma_.put(target_, 0, local, window_mh_, size, remote, window_mh_, peer_, &req);
+    if (r != ncclSuccess) fail(signal ? "iputSignal" : "iput", r);
+    return req;
+  }
+
+  void* post_get(size_t local, size_t remote, size_t size) override {
+    void* req = nullptr;
+    ncclResult_t r = rma_.get(target_, 0, remote, window_mh_, size, local, window_mh_, peer_, &req);
+    if (r != ncclSuccess) fail("iget", r);
+    return req;
+  }
+
+  bool test_one_sided(void* request) override {
+    int done = 0;
+    ncclResult_t r = rma_.test(rma_comm_, request, &done);
+    if (r != ncclSuccess) fail("test (one-sided)", r);
+    return done != 0;
+  }
+
+  uint64_t signals_arrived() override {
+    ncclResult_t r = rma_.progress(target_);
+    if (r != ncclSuccess) fail("progress", r);
+    // The window's first word: the peer's signals add to it.
+    return __atomic_load_n(reinterpret_cast<const uint64_t*>(window_), __ATOMIC_ACQUIRE);
+  }
+
  private:
+  std::string rma_call(const char* what) const { return rma_.symbol() + " " + what; }
+
+  void open_rma() {
+    std::string error;
+    if (!rma_.load(opts_.plugin_path, opts_.rma_table, &error)) {
+      throw PerfError("plugin: " + error + " (see --rma-table)");
+    }
+    check(rma_call("init"), rma_.init(&rma_ctx_));
+    int ndev = 0;
+    check(rma_call("devices"), rma_.devices(&ndev));
+    if (opts_.dev >= ndev) {
+      throw PerfError("plugin: " + rma_.symbol() + " reports " + std::to_string(ndev) +
+                      " device(s); device " + std::to_string(opts_.dev) + " requested (see --dev)");
+    }
+    int device_type = 0, max_recvs = 0;
+    check(rma_call("getProperties"),
+          rma_.properties(opts_.dev, &device_type, &max_recvs, &rma_ptr_support_));
+    if ((rma_ptr_support_ & NCCL_PTR_HOST) == 0) {
+      throw PerfError("plugin: " + rma_.symbol() + " device " + std::to_string(opts_.dev) +
+                      " does not take host memory (ptrSupport " +
+                      ptr_support_text(rma_ptr_support_) + ")");
+    }
+  }
+
   void* comm_of(int comm, Direction dir) const {
     return dir == Direction::send ? send_comms_[static_cast<size_t>(comm)]
                                   : recv_comms_[static_cast<size_t>(comm)];
@@ -227,6 +336,7 @@ class PluginBackend final : public Backend {
   void check(const char* what, ncclResult_t r) const {
     if (r != ncclSuccess) fail(what, r);
   }
+  void check(const std::string& what, ncclResult_t r) const { check(what.c_str(), r); }
   [[noreturn]] void fail(const char* what, ncclResult_t r) const {
     throw PerfError(std::string("plugin ") + client_->plugin_name() + ": " + what +
                     " failed: " + nccl_result_name(r) + " (" + std::to_string(static_cast<int>(r)) +
@@ -239,6 +349,15 @@ class PluginBackend final : public Backend {
   std::vector<void*> listen_comms_;
   std::vector<void*> send_comms_;
   std::vector<void*> recv_comms_;
+  // One-sided tests.
+  RmaClient rma_;
+  void* rma_ctx_ = nullptr;
+  void* rma_comm_ = nullptr;
+  RmaTarget target_;
+  void* window_mh_ = nullptr;
+  char* window_ = nullptr;
+  uint32_t peer_ = 0;
+  int rma_ptr_support_ = 0;
 };
 
 }  // namespace

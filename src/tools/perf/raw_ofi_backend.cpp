@@ -9,6 +9,11 @@
 //           have the same layout, so the offset in our send arena is the
 //           offset in theirs); the remote CQ data (the size) completes the
 //           peer's oldest posted receive. The RMA ceiling, for comparison.
+// One-sided tests (put, get, signal) use comm 0's endpoint on one window:
+// fi_write, fi_read, and fi_writedata where a signal is asked (the remote
+// CQ data counts as the signal). As weft does, delivery-complete is asked
+// unless the provider orders writes after writes (FI_ORDER_WAW), so a
+// signal never overtakes earlier data on either side of the comparison.
 #include <rdma/fabric.h>
 #include <rdma/fi_cm.h>
 #include <rdma/fi_domain.h>
@@ -123,6 +128,8 @@ class Ring {
 };
 
 struct RawComm {
+  bool counts_signals = false;  // one-sided: remote CQ data is a signal
+  uint64_t signals = 0;
   FidPtr<fid_domain> domain;
   FidPtr<fid_cq> cq;
   FidPtr<fid_av> av;
@@ -141,12 +148,15 @@ struct RawComm {
 class RawOfiBackend final : public Backend {
  public:
   explicit RawOfiBackend(const Options& opts)
-      : opts_(opts), provider_(opts.raw() ? opts.raw_provider : opts.vs_raw_provider) {
+      : opts_(opts),
+        provider_(opts.raw() ? opts.raw_provider : opts.vs_raw_provider),
+        one_sided_(opts.runs_one_sided()) {
     InfoPtr hints(fi_allocinfo());
     if (!hints) throw PerfError("raw-ofi: fi_allocinfo failed");
     // Write mode asks no tags: efa's efa-direct fabric (the device itself)
     // offers RMA writes but refuses FI_TAGGED.
     hints->caps = write_mode() ? FI_MSG | FI_RMA | FI_WRITE | FI_REMOTE_WRITE : FI_TAGGED;
+    if (one_sided_) hints->caps |= FI_READ | FI_REMOTE_READ;
     hints->ep_attr->type = FI_EP_RDM;
     hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
     hints->mode = FI_CONTEXT | FI_CONTEXT2;
@@ -158,8 +168,20 @@ class RawOfiBackend final : public Backend {
     if (!opts.fabric.empty()) hints->fabric_attr->name = strdup(opts.fabric.c_str());
 
     fi_info* found = nullptr;
-    int rc = fi_getinfo(FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION), nullptr, nullptr, 0,
+    auto query = [&] {
+      return fi_getinfo(FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION), nullptr, nullptr, 0,
                         hints.get(), &found);
+    };
+    int rc = -FI_ENODATA;
+    if (one_sided_) {
+      hints->tx_attr->msg_order = FI_ORDER_WAW;
+      hints->rx_attr->msg_order = FI_ORDER_WAW;
+      rc = query();
+      ordered_writes_ = rc == 0 && found != nullptr;
+      hints->tx_attr->msg_order = 0;
+      hints->rx_attr->msg_order = 0;
+    }
+    if (!ordered_writes_) rc = query();
     if (rc != 0 || found == nullptr) {
       throw PerfError("raw-ofi: no FI_EP_RDM endpoint with " +
                       std::string(write_mode() ? "FI_RMA writes" : "FI_TAGGED") +
@@ -187,6 +209,7 @@ class RawOfiBackend final : public Backend {
     }
     info_.reset(fi_dupinfo(chosen));
     if (!info_) throw PerfError("raw-ofi: fi_dupinfo failed");
+    if (one_sided_ && !ordered_writes_) info_->tx_attr->op_flags |= FI_DELIVERY_COMPLETE;
     need_mr_ = (info_->domain_attr->mr_mode & FI_MR_LOCAL) != 0;
     prov_key_ = (info_->domain_attr->mr_mode & FI_MR_PROV_KEY) != 0;
     virt_addr_ = (info_->domain_attr->mr_mode & FI_MR_VIRT_ADDR) != 0;
@@ -198,24 +221,35 @@ class RawOfiBackend final : public Backend {
   }
 
   ~RawOfiBackend() override {
+    window_mr_.reset();
     comms_.clear();  // endpoints and domains before the fabric
   }
 
   Facts describe() const override {
-    return {{"transport", "raw-ofi"},
-            {"provider", info_->fabric_attr->prov_name ? info_->fabric_attr->prov_name : "?"},
-            {"fabric", info_->fabric_attr->name ? info_->fabric_attr->name : "?"},
-            {"domain", info_->domain_attr->name ? info_->domain_attr->name : "?"},
-            {"operation", write_mode() ? "fi_writedata" : "fi_tsend/fi_trecv"},
-            {"inject_bytes", std::to_string(write_mode() ? 0 : inject_bytes_)},
-            {"mr_local", need_mr_ ? "yes" : "no"}};
+    const char* operation = one_sided_     ? "fi_write/fi_read/fi_writedata"
+                            : write_mode() ? "fi_writedata"
+                                           : "fi_tsend/fi_trecv";
+    Facts facts{{"transport", "raw-ofi"},
+                {"provider", info_->fabric_attr->prov_name ? info_->fabric_attr->prov_name : "?"},
+                {"fabric", info_->fabric_attr->name ? info_->fabric_attr->name : "?"},
+                {"domain", info_->domain_attr->name ? info_->domain_attr->name : "?"},
+                {"operation", operation},
+                {"inject_bytes", std::to_string(write_mode() ? 0 : inject_bytes_)},
+                {"mr_local", need_mr_ ? "yes" : "no"}};
+    if (one_sided_) {
+      facts.emplace_back("write_order",
+                         ordered_writes_ ? "FI_ORDER_WAW" : "none (FI_DELIVERY_COMPLETE)");
+    }
+    return facts;
   }
 
   std::string label() const override {
     return std::string("raw-ofi ") +
            (info_->fabric_attr->prov_name ? info_->fabric_attr->prov_name : "?") +
-           (write_mode() ? " write" : "") + " (" +
-           (info_->domain_attr->name ? info_->domain_attr->name : "?") + ")";
+           (one_sided_     ? " rma"
+            : write_mode() ? " write"
+                           : "") +
+           " (" + (info_->domain_attr->name ? info_->domain_attr->name : "?") + ")";
   }
 
   size_t max_message_bytes() const override { return info_->ep_attr->max_msg_size; }
@@ -359,13 +393,66 @@ class RawOfiBackend final : public Backend {
     return true;
   }
 
+  void open_window(Bootstrap& boot, int, char* data, size_t size) override {
+    RawComm& c = *comms_.at(0);
+    fid_mr* raw = nullptr;
+    const uint64_t requested = c.next_key++;
+    check("fi_mr_reg (window)", fi_mr_reg(c.domain.get(), data, size,
+                                          FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE, 0,
+                                          requested, 0, &raw, nullptr));
+    window_mr_ = std::make_unique<RawMr>();
+    window_mr_->mr.reset(raw);
+    window_mr_->desc = fi_mr_desc(raw);
+    window_mr_->base = data;
+    window_mr_->key = prov_key_ ? fi_mr_key(raw) : requested;
+    RemoteRegion mine{virt_addr_ ? reinterpret_cast<uint64_t>(data) : 0, window_mr_->key};
+    boot.send_pod(MsgKind::address, mine);
+    remote_window_ = boot.recv_pod<RemoteRegion>(MsgKind::address);
+    c.counts_signals = true;
+  }
+
+  void close_window() noexcept override { window_mr_.reset(); }
+
+  void* post_put(size_t local, size_t remote, size_t size, bool signal) override {
+    RawComm& c = *comms_[0];
+    RawRequest* r = acquire(c, 1);
+    if (r == nullptr) return nullptr;
+    char* from = window_mr_->base + local;
+    const uint64_t to = remote_window_.addr + remote;
+    ssize_t rc = signal ? fi_writedata(c.ep.get(), from, size, window_mr_->desc, 1, c.peer, to,
+                                       remote_window_.key, &r->ops[0].ctx)
+                        : fi_write(c.ep.get(), from, size, window_mr_->desc, c.peer, to,
+                                   remote_window_.key, &r->ops[0].ctx);
+    return posted(c, r, rc, signal ? "fi_writedata" : "fi_write");
+  }
+
+  void* post_get(size_t local, size_t remote, size_t size) override {
+    RawComm& c = *comms_[0];
+    RawRequest* r = acquire(c, 1);
+    if (r == nullptr) return nullptr;
+    ssize_t rc = fi_read(c.ep.get(), window_mr_->base + local, size, window_mr_->desc, c.peer,
+                         remote_window_.addr + remote, remote_window_.key, &r->ops[0].ctx);
+    return posted(c, r, rc, "fi_read");
+  }
+
+  bool test_one_sided(void* request) override {
+    int sizes[kRawMaxRecvs];
+    return test(0, request, sizes);
+  }
+
+  uint64_t signals_arrived() override {
+    RawComm& c = *comms_[0];
+    progress(c);
+    return c.signals;
+  }
+
  private:
   struct RegionInfo {
     char* base = nullptr;
     uint64_t key = 0;
   };
 
-  bool write_mode() const { return opts_.raw_op == RawOp::write; }
+  bool write_mode() const { return opts_.raw_op == RawOp::write || one_sided_; }
   static void* desc(void* mr) { return mr != nullptr ? static_cast<RawMr*>(mr)->desc : nullptr; }
 
   static size_t plugin_cq_size() {
@@ -469,6 +556,10 @@ class RawOfiBackend final : public Backend {
 
   template <typename Entry>
   static void complete(RawComm& c, const Entry& e) {
+    if ((e.flags & FI_REMOTE_CQ_DATA) != 0 && (e.flags & FI_RECV) == 0 && c.counts_signals) {
+      ++c.signals;
+      return;
+    }
     if ((e.flags & FI_REMOTE_CQ_DATA) != 0 && (e.flags & FI_RECV) == 0) {
       // A peer's write landed: it completes our oldest waiting receive.
       int size = static_cast<int>(e.data);
@@ -507,6 +598,11 @@ class RawOfiBackend final : public Backend {
   bool virt_addr_ = false;
   size_t inject_bytes_ = 0;
   std::vector<RegionInfo> local_recv_regions_;
+  // One-sided tests.
+  bool one_sided_ = false;
+  bool ordered_writes_ = false;
+  std::unique_ptr<RawMr> window_mr_;
+  RemoteRegion remote_window_{0, 0};
   std::vector<std::unique_ptr<RawComm>> comms_;
 };
 

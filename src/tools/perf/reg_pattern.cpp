@@ -150,19 +150,9 @@ class RegPattern final : public Pattern {
     r.size = size;
     r.pattern = reuse ? "reuse" : "fresh";
     r.count = static_cast<int>(samples_.size());
-    r.has_latency = true;
     double sum = 0;
     for (double v : samples_) sum += v;
-    std::sort(samples_.begin(), samples_.end());
-    auto at = [&](double q) {
-      size_t i = static_cast<size_t>(q * static_cast<double>(samples_.size() - 1) + 0.5);
-      return samples_[std::min(i, samples_.size() - 1)];
-    };
-    r.min_us = samples_.front();
-    r.median_us = at(0.5);
-    r.p99_us = at(0.99);
-    r.avg_us = sum / static_cast<double>(samples_.size());
-    r.time_us = r.median_us;
+    summarize_latency(samples_, r);
     r.regs_per_s = sum > 0 ? static_cast<double>(samples_.size()) * 1e6 / sum : 0;
     r.gbps = r.median_us > 0 ? static_cast<double>(size) / (r.median_us * 1e3) : 0;
     return r;

@@ -20,7 +20,9 @@ bool same_step(const SizeResult& a, const SizeResult& b) {
 class TableReporter final : public Reporter {
  public:
   TableReporter(FILE* out, const Options& opts)
-      : out_(out), checked_(opts.check), transfers_(opts.runs_transfers()) {}
+      : out_(out),
+        checked_(opts.check),
+        transfers_(opts.runs_transfers() || opts.runs_one_sided()) {}
   void begin_run(const std::string& label, const Facts& facts) override {
     fprintf(out_, "%s# weft-perf run %d: %s\n#", runs_ == 0 ? "" : "#\n", runs_ + 1, label.c_str());
     for (const auto& [k, v] : facts) fprintf(out_, "  %s: %s", k.c_str(), v.c_str());
@@ -29,7 +31,7 @@ class TableReporter final : public Reporter {
     fflush(out_);
   }
   void section(const Pattern& pattern, const Options& opts) override {
-    latency_ = pattern.kind() == TestKind::latency;
+    latency_ = pattern.kind() == TestKind::latency || is_one_sided_test(pattern.kind());
     grouped_ = pattern.kind() == TestKind::grouped;
     fprintf(out_, "#\n# %s\n", pattern.title(opts).c_str());
     if (pattern.kind() == TestKind::reg) {
@@ -78,7 +80,7 @@ class TableReporter final : public Reporter {
       std::string n = q.group > 0 ? std::to_string(q.group) : "";
       fprintf(out_, "  %-8s %12zu %4s %12.3f %12.3f %8.3f %s", q.test.c_str(), q.size, n.c_str(),
               q.plugin, q.raw, q.ratio, q.unit);
-      if (q.test == "latency") fprintf(out_, "  (%+.2f us)", q.plugin - q.raw);
+      if (std::string(q.unit) == "us") fprintf(out_, "  (%+.2f us)", q.plugin - q.raw);
       fprintf(out_, "\n");
     }
     fflush(out_);
@@ -250,7 +252,7 @@ std::vector<Ratio> compare_runs(const RunResult& plugin, const RunResult& raw) {
     for (const SizeResult& r : raw.rows) {
       if (!same_step(p, r)) continue;
       Ratio q{p.test, p.size, p.group, "GB/s", p.gbps, r.gbps, 0};
-      if (p.test == "latency") {
+      if (p.test == "latency" || p.test == "signal") {
         q.unit = "us";
         q.plugin = p.median_us;
         q.raw = r.median_us;
@@ -261,6 +263,12 @@ std::vector<Ratio> compare_runs(const RunResult& plugin, const RunResult& raw) {
       }
       q.ratio = q.raw > 0 ? q.plugin / q.raw : 0;
       out.push_back(q);
+      if (p.test == "put" || p.test == "get") {
+        // Their rows carry both: bandwidth above, one operation's latency here.
+        Ratio lat{p.test + "-lat", p.size, p.group, "us", p.median_us, r.median_us, 0};
+        lat.ratio = lat.raw > 0 ? lat.plugin / lat.raw : 0;
+        out.push_back(lat);
+      }
       break;
     }
   }

@@ -11,6 +11,7 @@
 #include "core/cuda/cuda_driver.h"
 #include "errors.h"
 #include "health.h"
+#include "host_buffer.h"
 #include "message_buffers.h"
 #include "pattern.h"
 #include "progress_watch.h"
@@ -22,7 +23,7 @@ namespace weft::perf {
 namespace {
 
 constexpr uint64_t kMagic = 0x77656674'70657266ull;  // "weftperf"
-constexpr uint32_t kProtocol = 3;                    // 3: reg, --mem cuda
+constexpr uint32_t kProtocol = 4;                    // 4: put, get, signal
 
 struct Hello {
   uint64_t magic;
@@ -136,13 +137,20 @@ RunResult measure(int rank, Bootstrap& boot, const Options& opts, Backend& backe
                   Reporter* reporter, const cuda::Driver* driver, bool plugin) {
   std::vector<size_t> sizes = size_sweep(opts.min_bytes, opts.max_bytes, opts.step_factor);
   const bool transfers = opts.runs_transfers();
-  if (transfers && opts.max_bytes > backend.max_message_bytes()) {
+  // The plugin cuts one-sided operations to its provider's largest; the
+  // raw run posts each as one.
+  if ((transfers || (opts.runs_one_sided() && !plugin)) &&
+      opts.max_bytes > backend.max_message_bytes()) {
     throw PerfError("--max-bytes " + std::to_string(opts.max_bytes) +
                     " exceeds the transport's largest message (" +
                     std::to_string(backend.max_message_bytes()) + " bytes)");
   }
   // Idle comms come after the ones in use; the patterns never touch them.
-  backend.connect(boot, plugin ? opts.comms + opts.idle_comms : opts.comms);
+  // One-sided runs: the raw run's endpoint only (the plugin's comm is the
+  // window's, opened below).
+  if (!opts.runs_one_sided() || !plugin) {
+    backend.connect(boot, plugin ? opts.comms + opts.idle_comms : opts.comms);
+  }
   const int max_recvs = agreed_max_recvs(boot, backend);
   if (opts.runs(TestKind::grouped) && opts.group > max_recvs) {
     throw PerfError("--group " + std::to_string(opts.group) + " exceeds maxRecvs " +
@@ -158,10 +166,27 @@ RunResult measure(int rank, Bootstrap& boot, const Options& opts, Backend& backe
     }
   }
   backend.exchange_regions(boot);
+  // One-sided: the window both ranks register (closed before the backend).
+  HostBuffer window;
+  struct WindowCloser {
+    Backend* backend = nullptr;
+    ~WindowCloser() {
+      if (backend != nullptr) backend->close_window();
+    }
+  } window_closer;
+  if (opts.runs_one_sided()) {
+    // signal uses two halves (outbox and inbox).
+    const size_t largest = opts.runs(TestKind::signal) ? 2 * opts.max_bytes : opts.max_bytes;
+    window = HostBuffer(kWindowDataOffset + std::max(largest, opts.buffer_bytes));
+    window_closer.backend = &backend;
+    backend.open_window(boot, rank, window.data(), window.size());
+  }
   ThreadTeam team(opts.threads);
   ProgressWatch watch(&boot, opts.timeout_s, &team.abort_flag());
   FlushCounters flushes;
   PatternContext ctx{backend, boot, opts, buffers, watch, team, rank, driver, &flushes, plugin};
+  ctx.window = window.data();
+  ctx.window_bytes = window.size();
 
   RunResult run;
   run.label = backend.label();
