@@ -419,7 +419,7 @@ const fi_info* OfiTransport::rma_info(Rail& rail, std::string* why) const {
     constexpr uint64_t kCaps = FI_RMA | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
     const fi_info* base = rail.discovered.info.get();
     // Where writes and atomics are kept in order a signal needs no
-    // delivery-complete round trip behind the data (rma_context.h); without
+    // delivery-complete round trip behind the data (core/rma_block.h); without
     // atomics, signals travel as messages (rma_signal_inbox.h).
     rail.rma_info = find_variant(base, kCaps | FI_ATOMIC, 0, FI_ORDER_WAW);
     rail.rma_ordered = rail.rma_info != nullptr;

@@ -9,7 +9,6 @@
 
 #include "core/handle_header.h"
 #include "ofi/memory_region.h"
-#include "ofi/rma_context.h"
 #include "ofi/rma_signal_inbox.h"
 #include "ofi/tag_layout.h"
 #include "weft/log.h"
@@ -63,7 +62,8 @@ ncclResult_t OfiRmaComm::connect(void* const* handles, int nranks, int rank,
               handles == nullptr ? " and no handles" : "");
     return ncclInvalidArgument;
   }
-  std::unique_ptr<OfiRmaComm> comm(new OfiRmaComm(listen->endpoint, listen->id, rank, timeout_ms));
+  std::unique_ptr<OfiRmaComm> comm(
+      new OfiRmaComm(listen->endpoint, listen->id, rank, nranks, timeout_ms));
   comm->peers_.resize(static_cast<size_t>(nranks));
   std::vector<ListenHandle> decoded_handles(static_cast<size_t>(nranks));
   for (int r = 0; r < nranks; ++r) {
@@ -126,7 +126,7 @@ ncclResult_t OfiRmaComm::connect(void* const* handles, int nranks, int rank,
   RmaRecord hello;
   hello.kind = RmaRecordKind::Hello;
   std::vector<RmaRecord> all;
-  result = comm->exchange(hello, &all, "connect");
+  result = comm->exchange(hello, comm->take_round(), &all, "connect");
   if (result != ncclSuccess) return result;
   WEFT_INFO(NCCL_NET, "%s: one-sided comm of %d ranks connected (rank %d)", device.c_str(), nranks,
             rank);
@@ -134,20 +134,19 @@ ncclResult_t OfiRmaComm::connect(void* const* handles, int nranks, int rank,
   return ncclSuccess;
 }
 
-OfiRmaComm::OfiRmaComm(std::shared_ptr<Endpoint> endpoint, uint32_t id, int rank, int timeout_ms)
-    : endpoint_(std::move(endpoint)), id_(id), rank_(rank), timeout_ms_(timeout_ms) {}
+OfiRmaComm::OfiRmaComm(std::shared_ptr<Endpoint> endpoint, uint32_t id, int rank, int nranks,
+                       int timeout_ms)
+    : SymmetricComm(rank, nranks),
+      endpoint_(std::move(endpoint)),
+      id_(id),
+      timeout_ms_(timeout_ms) {}
 
 OfiRmaComm::~OfiRmaComm() {
-  while (!contexts_.empty()) destroy_context(contexts_.back().get());
-  if (!regions_.empty()) {
-    WEFT_INFO(NCCL_NET, "%s: one-sided comm closed with %zu regions still registered: released",
-              endpoint_->device_name().c_str(), regions_.size());
-    while (!regions_.empty()) dereg_mr_sym(*regions_.begin());
-  }
+  close_all();
   if (inbox_ && !inbox_->close()) {
     WEFT_WARN("%s: receives for signal messages would not cancel; their memory is kept",
               endpoint_->device_name().c_str());
-    inbox_.release();
+    (void)inbox_.release();
   }
   inbox_.reset();
   if (exchange_stuck_) {
@@ -161,13 +160,13 @@ OfiRmaComm::~OfiRmaComm() {
   endpoint_->release_id(id_);
 }
 
-ncclResult_t OfiRmaComm::exchange(const RmaRecord& mine, std::vector<RmaRecord>* all,
-                                  const char* what) {
+ncclResult_t OfiRmaComm::exchange(const RmaRecord& mine, uint32_t round,
+                                  std::vector<RmaRecord>* all, const char* what) {
   const int nranks = rank_count();
+  const int rank_ = rank();
   all->assign(static_cast<size_t>(nranks), mine);
   (*all)[static_cast<size_t>(rank_)].rank = static_cast<uint32_t>(rank_);
   if (nranks == 1) return ncclSuccess;
-  const uint32_t round = round_++;
   RmaRecord expected = mine;
   expected.rank = static_cast<uint32_t>(rank_);
   expected.ranks = static_cast<uint32_t>(nranks);
@@ -317,186 +316,84 @@ ncclResult_t OfiRmaComm::progress() {
   return result;
 }
 
-bool OfiRmaComm::apply_signal(const RmaSignal& signal) {
-  std::lock_guard<std::mutex> lock(regions_mutex_);
-  for (OfiRmaRegion* region : regions_) {
-    if (region->id != signal.region) continue;
-    if (signal.offset > region->size || region->size - signal.offset < 8) {
-      WEFT_WARN("%s: rank %u signals offset %llu of a %zu-byte region", device_name().c_str(),
-                signal.sender, static_cast<unsigned long long>(signal.offset), region->size);
-      return false;
-    }
-    if (region->type != NCCL_PTR_HOST) {
-      WEFT_WARN(
-          "%s: rank %u signals GPU memory, which weft can add to only with the "
-          "provider's remote atomics (provider %s has none)",
-          device_name().c_str(), signal.sender, endpoint_->provider_name().c_str());
-      return false;
-    }
-    auto* word = reinterpret_cast<uint64_t*>(region->base + signal.offset);
-    __atomic_fetch_add(word, signal.value, __ATOMIC_RELEASE);
-    return true;
-  }
-  WEFT_WARN("%s: rank %u signals region %u, which this rank does not hold (deregistered?)",
-            device_name().c_str(), signal.sender, signal.region);
-  return false;
+bool OfiRmaComm::apply_signal_message(const RmaSignal& signal) {
+  const std::string reason = "provider " + endpoint_->provider_name() + " has none";
+  return apply_signal(signal, reason.c_str());
 }
 
-const OfiRmaRegion* OfiRmaComm::region_of(void* mhandle, const char* what) const {
-  auto* region = static_cast<const OfiRmaRegion*>(mhandle);
-  if (region == nullptr || region->magic != OfiRmaRegion::kMagic || region->comm != this) {
-    WEFT_WARN("%s: %p is not a region registered on this one-sided comm", what, mhandle);
-    return nullptr;
-  }
-  return region;
-}
-
-ncclResult_t OfiRmaComm::reg_mr_sym(void* data, size_t size, int type, uint64_t, void** mhandle) {
-  return register_symmetric(data, size, type, -1, 0, mhandle);
-}
-
-ncclResult_t OfiRmaComm::reg_mr_sym_dmabuf(void* data, size_t size, int type, uint64_t offset,
-                                           int fd, uint64_t, void** mhandle) {
-  if (fd < 0) {
-    WEFT_WARN("regMrSymDmaBuf on %s: no dma-buf fd (%d)", device_name().c_str(), fd);
-    return ncclInvalidArgument;
-  }
-  return register_symmetric(data, size, type, fd, offset, mhandle);
-}
-
-ncclResult_t OfiRmaComm::register_symmetric(void* data, size_t size, int type, int fd,
-                                            uint64_t offset, void** mhandle) {
-  *mhandle = nullptr;
-  if (data == nullptr || size == 0) {
-    WEFT_WARN("regMrSym on %s: %zu bytes at %p: nothing to register", device_name().c_str(), size,
-              data);
-    return ncclInvalidArgument;
-  }
-  // Every rank calls this in turn: a failure here must still take part in
-  // the exchange, or the others would wait for this rank until they time out.
+ncclResult_t OfiRmaComm::register_local(void* data, size_t size, int type, int dmabuf_fd,
+                                        uint64_t dmabuf_offset, void** local, void** descriptor,
+                                        uint64_t* address, uint64_t* key) {
   MemorySource source;
-  ncclResult_t local_result = classify_memory(*endpoint_, data, size, type, &source);
-  if (local_result == ncclSuccess) {
-    source.dmabuf_fd = fd;
-    source.dmabuf_offset = offset;
-  }
-  void* local = nullptr;
-  if (local_result == ncclSuccess) {
-    local_result = register_memory(*endpoint_, data, size, source, &local);
-  }
-  RmaRecord mine;
-  mine.kind = RmaRecordKind::Window;
-  if (local_result == ncclSuccess) {
-    const Registration& registration = static_cast<MemoryRegion*>(local)->registration();
-    mine.address = endpoint_->remote_address(data, registration);
-    mine.key = registration.key;
-    mine.size = size;
-  }
-  // Known to apply_signal before the exchange: a rank that finishes it
-  // first may signal this region while this rank still waits in it.
-  auto region = std::make_unique<OfiRmaRegion>();
-  region->id = round_;  // the step exchange() takes: the same on every rank
-  region->type = type;
-  region->comm = this;
-  region->base = static_cast<uint8_t*>(data);
-  region->size = size;
-  region->local = local;
-  region->descriptor = descriptor_of(local);
-  if (local_result == ncclSuccess) {
-    std::lock_guard<std::mutex> lock(regions_mutex_);
-    regions_.insert(region.get());
-  }
-  std::vector<RmaRecord> all;
-  ncclResult_t result = exchange(mine, &all, "regMrSym");
-  if (result == ncclSuccess && local_result != ncclSuccess) result = local_result;
-  if (result == ncclSuccess) {
-    for (size_t r = 0; r < all.size(); ++r) {
-      if (all[r].size != 0) continue;
-      WEFT_WARN("regMrSym on %s: rank %zu could not register its copy (see its log)",
-                device_name().c_str(), r);
-      result = ncclRemoteError;
-      break;
-    }
-  }
-  if (result != ncclSuccess) {
-    {
-      std::lock_guard<std::mutex> lock(regions_mutex_);
-      regions_.erase(region.get());
-    }
-    if (local != nullptr) deregister_memory(endpoint_.get(), device_name(), local);
-    return result;
-  }
-  region->windows.resize(all.size());
-  for (size_t r = 0; r < all.size(); ++r) {
-    region->windows[r] = RmaWindow{all[r].address, all[r].key, all[r].size};
-  }
-  *mhandle = region.release();
+  ncclResult_t result = classify_memory(*endpoint_, data, size, type, &source);
+  if (result != ncclSuccess) return result;
+  source.dmabuf_fd = dmabuf_fd;
+  source.dmabuf_offset = dmabuf_offset;
+  result = register_memory(*endpoint_, data, size, source, local);
+  if (result != ncclSuccess) return result;
+  const Registration& registration = static_cast<MemoryRegion*>(*local)->registration();
+  *address = endpoint_->remote_address(data, registration);
+  *key = registration.key;
+  *descriptor = descriptor_of(*local);
   return ncclSuccess;
 }
 
-ncclResult_t OfiRmaComm::dereg_mr_sym(void* mhandle) {
-  const OfiRmaRegion* region = region_of(mhandle, "deregMrSym");
-  if (region == nullptr) return ncclInvalidArgument;
-  std::unique_ptr<OfiRmaRegion> owned(const_cast<OfiRmaRegion*>(region));
-  {
-    std::lock_guard<std::mutex> lock(regions_mutex_);
-    regions_.erase(owned.get());
-  }
-  owned->magic = 0;
-  return deregister_memory(endpoint_.get(), device_name(), owned->local);
+ncclResult_t OfiRmaComm::deregister_local(void* local) {
+  return deregister_memory(endpoint_.get(), device_name(), local);
 }
 
-ncclResult_t OfiRmaComm::create_context(const RmaContextConfig& config, RmaContext** context) {
-  *context = nullptr;
-  if (config.contexts < 1 || config.contexts > 1024) {
-    WEFT_WARN("createContext on %s: %d contexts in one block, weft takes 1..1024",
-              device_name().c_str(), config.contexts);
-    return ncclInvalidArgument;
-  }
-  if (config.rank_stride < 1 || rank_count() % config.rank_stride != 0) {
-    WEFT_WARN("createContext on %s: rank stride %d does not divide %d ranks", device_name().c_str(),
-              config.rank_stride, rank_count());
-    return ncclInvalidArgument;
-  }
-  auto made = std::make_unique<OfiRmaContext>(*this, config);
-  if (ncclResult_t result = made->open(); result != ncclSuccess) return result;
-  contexts_.push_back(std::move(made));
-  *context = contexts_.back().get();
-  return ncclSuccess;
+std::unique_ptr<RmaBlockBase> OfiRmaComm::make_block(const RmaContextConfig& config,
+                                                     ncclResult_t* result) {
+  auto block = std::make_unique<RmaBlock<OpContext>>(*this, *this, config);
+  *result = block->open();
+  return block;
 }
 
-ncclResult_t OfiRmaComm::destroy_context(RmaContext* context) {
-  for (auto it = contexts_.begin(); it != contexts_.end(); ++it) {
-    if (it->get() != context) continue;
-    if (context == default_context_) default_context_ = nullptr;
-    auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-    while ((*it)->busy() && std::chrono::steady_clock::now() < give_up) {
-      if ((*it)->progress() != ncclSuccess) break;
-    }
-    if ((*it)->busy()) {
-      // The provider may still complete into its requests.
-      WEFT_WARN("destroyContext on %s: operations still in flight after 5 s; their memory is kept",
-                device_name().c_str());
-      it->release();
-    }
-    contexts_.erase(it);
-    return ncclSuccess;
-  }
-  WEFT_WARN("destroyContext on %s: %p is not a context of this comm", device_name().c_str(),
-            static_cast<void*>(context));
-  return ncclInvalidArgument;
+OfiRmaComm::Posted OfiRmaComm::posted(ssize_t rc, const char* call, std::string* error) const {
+  if (rc == 0) return Posted::Done;
+  if (rc == -FI_EAGAIN) return Posted::Busy;
+  *error = std::string(call) + ": " + fi_strerror(static_cast<int>(-rc));
+  return Posted::Failed;
 }
 
-ncclResult_t OfiRmaComm::default_context(RmaContext** context) {
-  if (default_context_ == nullptr) {
-    RmaContext* made = nullptr;
-    if (ncclResult_t result = create_context(RmaContextConfig{}, &made); result != ncclSuccess) {
-      return result;
-    }
-    default_context_ = static_cast<OfiRmaContext*>(made);
+OfiRmaComm::Posted OfiRmaComm::write(uint32_t rank, uint8_t* local, size_t length, void* descriptor,
+                                     uint64_t remote, uint64_t key, OpContext* op,
+                                     std::string* error) {
+  return posted(
+      endpoint_->rma_write(local, length, descriptor, peers_[rank].address, remote, key, op),
+      "fi_writemsg", error);
+}
+
+OfiRmaComm::Posted OfiRmaComm::read(uint32_t rank, uint8_t* local, size_t length, void* descriptor,
+                                    uint64_t remote, uint64_t key, OpContext* op,
+                                    std::string* error) {
+  return posted(
+      endpoint_->rma_read(local, length, descriptor, peers_[rank].address, remote, key, op),
+      "fi_read", error);
+}
+
+OfiRmaComm::Posted OfiRmaComm::signal(uint32_t rank, uint64_t* operand, void* operand_descriptor,
+                                      uint64_t remote, uint64_t key, OpContext* op,
+                                      std::string* error) {
+  const RmaPeer& peer = peers_[rank];
+  if (signals_by_message()) {
+    return posted(endpoint_->send(operand, kRmaSignalSize, operand_descriptor, peer.address,
+                                  rma_signal_tag(peer.id), op),
+                  "fi_tsend", error);
   }
-  *context = default_context_;
-  return ncclSuccess;
+  return posted(endpoint_->atomic_add(operand, operand_descriptor, peer.address, remote, key, op),
+                "fi_atomicmsg", error);
+}
+
+ncclResult_t OfiRmaComm::register_operands(void* data, size_t size, void** region,
+                                           void** descriptor) {
+  ncclResult_t result = register_memory(*endpoint_, data, size, MemorySource{}, region);
+  *descriptor = result == ncclSuccess ? descriptor_of(*region) : nullptr;
+  return result;
+}
+
+void OfiRmaComm::deregister_operands(void* region) {
+  deregister_memory(endpoint_.get(), device_name(), region);
 }
 
 }  // namespace weft::ofi

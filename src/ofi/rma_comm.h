@@ -8,18 +8,18 @@
 #pragma once
 
 #include <memory>
-#include <mutex>
 #include <string>
-#include <unordered_set>
 #include <vector>
 
+#include "core/rma_block.h"
 #include "core/rma_record.h"
+#include "core/symmetric_comm.h"
+#include "ofi/completion.h"
 #include "ofi/endpoint.h"
 #include "weft/one_sided.h"
 
 namespace weft::ofi {
 
-class OfiRmaContext;
 class RmaSignalInbox;
 
 class OfiRmaListenComm final : public RmaListenComm {
@@ -37,34 +37,16 @@ class OfiRmaListenComm final : public RmaListenComm {
   bool handed_over = false;
 };
 
-// Where one rank's copy of a symmetric region is.
-struct RmaWindow {
-  uint64_t address = 0;  // as that rank's provider names it (VA or offset)
-  uint64_t key = 0;
-  uint64_t size = 0;
-};
-
-// NCCL's mhandle of a symmetric registration.
-struct OfiRmaRegion {
-  static constexpr uint32_t kMagic = 0x57524d52;  // "WRMR"
-  uint32_t magic = kMagic;
-  uint32_t id = 0;  // the collective step that registered it: the same on every rank
-  int type = NCCL_PTR_HOST;
-  const void* comm = nullptr;  // the comm it was registered on
-  uint8_t* base = nullptr;
-  size_t size = 0;
-  void* local = nullptr;  // this rank's registration (memory_region.h)
-  void* descriptor = nullptr;
-  std::vector<RmaWindow> windows;  // by rank, this one included
-};
-
 struct RmaPeer {
   fi_addr_t address = FI_ADDR_UNSPEC;
   uint32_t id = 0;  // its comm's id on its endpoint
   std::string name;
 };
 
-class OfiRmaComm final : public RmaComm {
+// The transport half of a one-sided comm over libfabric: the symmetric
+// registrations, contexts and signal messages are core's (SymmetricComm,
+// RmaBlock); this posts their operations on the comm's endpoint.
+class OfiRmaComm final : public SymmetricComm, public RmaWire<OpContext> {
  public:
   // Checks every rank's handle and says hello to all of them; returns once
   // every rank answered, or with an error naming those that did not within
@@ -73,56 +55,52 @@ class OfiRmaComm final : public RmaComm {
                               int timeout_ms, std::unique_ptr<OfiRmaComm>* out);
   ~OfiRmaComm() override;
 
-  int rank() const override { return rank_; }
-  int rank_count() const override { return static_cast<int>(peers_.size()); }
-  ncclResult_t reg_mr_sym(void* data, size_t size, int type, uint64_t flags,
-                          void** mhandle) override;
-  ncclResult_t reg_mr_sym_dmabuf(void* data, size_t size, int type, uint64_t offset, int fd,
-                                 uint64_t flags, void** mhandle) override;
-  ncclResult_t dereg_mr_sym(void* mhandle) override;
-  ncclResult_t create_context(const RmaContextConfig& config, RmaContext** context) override;
-  ncclResult_t destroy_context(RmaContext* context) override;
-  ncclResult_t default_context(RmaContext** context) override;
   ncclResult_t progress() override;
+  const std::string& device_name() const override { return endpoint_->device_name(); }
 
-  Endpoint& endpoint() { return *endpoint_; }
+  // RmaWire: the blocks' operations.
+  size_t max_operation_bytes() const override { return endpoint_->max_write_size(); }
+  Posted write(uint32_t rank, uint8_t* local, size_t length, void* descriptor, uint64_t remote,
+               uint64_t key, OpContext* op, std::string* error) override;
+  Posted read(uint32_t rank, uint8_t* local, size_t length, void* descriptor, uint64_t remote,
+              uint64_t key, OpContext* op, std::string* error) override;
+  Posted signal(uint32_t rank, uint64_t* operand, void* operand_descriptor, uint64_t remote,
+                uint64_t key, OpContext* op, std::string* error) override;
   // The provider has no remote atomics: signals travel as messages that
   // the target's progress applies (rma_signal_inbox.h).
-  bool signals_by_message() const { return inbox_ != nullptr; }
-  // Adds a signal message's value to this rank's copy of its region; false
-  // (logged) when the message names no word of a region of this comm.
-  bool apply_signal(const RmaSignal& signal);
-  const RmaPeer& peer(uint32_t rank) const { return peers_[rank]; }
-  const std::string& device_name() const { return endpoint_->device_name(); }
-  // A region of this comm, or null (and a log naming `what`).
-  const OfiRmaRegion* region_of(void* mhandle, const char* what) const;
+  bool signals_by_message() const override { return inbox_ != nullptr; }
+  ncclResult_t register_operands(void* data, size_t size, void** region,
+                                 void** descriptor) override;
+  void deregister_operands(void* region) override;
+
+  Endpoint& endpoint() { return *endpoint_; }
+  // A signal message's value added to this rank's copy of its region.
+  bool apply_signal_message(const RmaSignal& signal);
+
+ protected:
+  ncclResult_t register_local(void* data, size_t size, int type, int dmabuf_fd,
+                              uint64_t dmabuf_offset, void** local, void** descriptor,
+                              uint64_t* address, uint64_t* key) override;
+  ncclResult_t deregister_local(void* local) override;
+  ncclResult_t exchange(const RmaRecord& mine, uint32_t round, std::vector<RmaRecord>* all,
+                        const char* what) override;
+  std::unique_ptr<RmaBlockBase> make_block(const RmaContextConfig& config,
+                                           ncclResult_t* result) override;
 
  private:
-  OfiRmaComm(std::shared_ptr<Endpoint> endpoint, uint32_t id, int rank, int timeout_ms);
-  ncclResult_t register_symmetric(void* data, size_t size, int type, int fd, uint64_t offset,
-                                  void** mhandle);
-  // Sends `mine` to every other rank and gathers theirs (by rank, with
-  // `mine` at this rank's place). Blocking, collective.
-  ncclResult_t exchange(const RmaRecord& mine, std::vector<RmaRecord>* all, const char* what);
+  OfiRmaComm(std::shared_ptr<Endpoint> endpoint, uint32_t id, int rank, int nranks, int timeout_ms);
+  Posted posted(ssize_t rc, const char* call, std::string* error) const;
 
   std::shared_ptr<Endpoint> endpoint_;
   uint32_t id_;
-  int rank_;
   int timeout_ms_;
-  uint32_t round_ = 0;
   std::vector<RmaPeer> peers_;
   // Setup messages' buffers: one record per rank, this rank's outgoing one
   // at its own place (registered once: FI_MR_LOCAL providers want it).
   std::vector<uint8_t> records_;
   void* records_region_ = nullptr;
   bool exchange_stuck_ = false;  // receives that would not cancel: keep the buffers
-  std::vector<std::unique_ptr<OfiRmaContext>> contexts_;
-  // Regions not deregistered yet: closing the comm lets go of them.
-  std::unordered_set<OfiRmaRegion*> regions_;
-  // Guards regions_ against apply_signal on a thread polling the endpoint.
-  mutable std::mutex regions_mutex_;
   std::unique_ptr<RmaSignalInbox> inbox_;
-  OfiRmaContext* default_context_ = nullptr;
 };
 
 }  // namespace weft::ofi
