@@ -24,6 +24,7 @@
 #include <thread>
 
 #include "check.h"
+#include "rank_netns.h"
 
 namespace weft::ft {
 namespace {
@@ -81,29 +82,6 @@ void write_all(int fd, const std::string& s) {
     p += w;
     n -= static_cast<size_t>(w);
   }
-}
-
-// WEFT_TEST_RANK_NETNS="A,B": rank 0 runs in network namespace A, rank 1
-// in B (names under /run/netns, as `ip netns add` makes them), so the two
-// ranks are two hosts joined only by what the namespaces share.
-void enter_rank_netns(int id) {
-  const char* list = std::getenv("WEFT_TEST_RANK_NETNS");
-  if (list == nullptr || *list == '\0') return;
-  std::string names(list);
-  size_t comma = names.find(',');
-  if (comma == std::string::npos) {
-    throw std::runtime_error("WEFT_TEST_RANK_NETNS=\"" + names +
-                             "\": give two namespace names, \"A,B\"");
-  }
-  std::string name = id == 0 ? names.substr(0, comma) : names.substr(comma + 1);
-  std::string path = "/run/netns/" + name;
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0 || ::setns(fd, CLONE_NEWNET) != 0) {
-    std::string error = std::strerror(errno);
-    if (fd >= 0) ::close(fd);
-    throw std::runtime_error("cannot enter network namespace " + path + ": " + error);
-  }
-  ::close(fd);
 }
 
 // WEFT_TEST_RANK_ENV="1:NAME=VALUE,0:NAME=VALUE": variables set in one

@@ -13,6 +13,8 @@
 #include <string>
 #include <thread>
 
+#include "rank_netns.h"
+
 namespace weft::rt {
 
 void Team::fail(const std::string& failure) {
@@ -66,6 +68,7 @@ std::vector<std::string> run_team(int ranks, const std::function<std::string(Tea
       Team team(shared, r, ranks);
       std::string failure;
       try {
+        ft::enter_rank_netns(r);
         failure = body(team);
       } catch (const std::exception& e) {
         failure = std::string("exception: ") + e.what();

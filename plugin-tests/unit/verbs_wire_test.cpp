@@ -116,8 +116,8 @@ TEST_CASE("connection info: each malformed field is refused by name", "[unit][ve
   b[4] = 9;
   CHECK(decode_error(b) == "connection info version 9, this weft speaks 2 (mixed weft versions?)");
   reset();
-  b[5] = 3;
-  CHECK(decode_error(b) == "unknown role 3");
+  b[5] = 4;
+  CHECK(decode_error(b) == "unknown role 4");
   reset();
   CHECK(decode_error(b, Role::Receiver) ==
         "connection info from a sender, expected one from a receiver");
@@ -179,6 +179,38 @@ TEST_CASE("connection info: each malformed field is refused by name", "[unit][ve
   ib.lid = 5;
   encode_connection_info(ib, b);
   CHECK(decode_connection_info(b, sizeof(b), Role::Sender, &out, &error));
+}
+
+TEST_CASE("connection info of a one-sided rank: one queue pair, no FIFO", "[unit][verbs_wire]") {
+  ConnectionInfo info = sample_info();
+  info.role = Role::OneSided;
+  info.qp_count = 1;
+  for (int q = 1; q < 4; ++q) info.qpn[q] = 0;
+  info.split_data = false;
+  info.fifo_address = 0;
+  info.fifo_rkey = 0;
+  uint8_t bytes[kConnectionInfoSize];
+  encode_connection_info(info, bytes);
+  ConnectionInfo out;
+  std::string error;
+  INFO(error);
+  REQUIRE(decode_connection_info(bytes, kConnectionInfoSize, Role::OneSided, &out, &error));
+  CHECK(out.role == Role::OneSided);
+  CHECK(out.qpn[0] == info.qpn[0]);
+  CHECK(decode_error(bytes, Role::Sender) ==
+        "connection info from a one-sided rank, expected one from a sender");
+  info.fifo_address = 0x1000;
+  encode_connection_info(info, bytes);
+  CHECK(decode_error(bytes, Role::OneSided) == "a FIFO from a one-sided rank");
+  info.fifo_address = 0;
+  info.fifo_rkey = 5;
+  encode_connection_info(info, bytes);
+  CHECK(decode_error(bytes, Role::OneSided) == "a FIFO from a one-sided rank");
+  // A sender without its FIFO is still refused.
+  info = sample_info();
+  info.fifo_address = 0;
+  encode_connection_info(info, bytes);
+  CHECK(decode_error(bytes) == "FIFO address 0");
 }
 
 TEST_CASE("clear-to-send groups: ready only when complete and consistent", "[unit][verbs_wire]") {

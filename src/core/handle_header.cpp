@@ -20,6 +20,8 @@ const char* transport_id_name(TransportId id) {
       return "verbs";
     case TransportId::OfiRma:
       return "ofi (libfabric) one-sided";
+    case TransportId::VerbsRma:
+      return "verbs one-sided";
   }
   return "unknown";
 }
@@ -61,7 +63,7 @@ bool decode_handle(const void* data, size_t size, TransportId expected, ListenHa
   }
   auto transport = static_cast<TransportId>(bytes[5]);
   if (transport != TransportId::Ofi && transport != TransportId::Verbs &&
-      transport != TransportId::OfiRma) {
+      transport != TransportId::OfiRma && transport != TransportId::VerbsRma) {
     *error = "handle names an unknown weft transport " + std::to_string(bytes[5]);
     return false;
   }

@@ -17,8 +17,8 @@
 
 namespace weft {
 
-// OfiRma: a one-sided comm's listener on the libfabric transport.
-enum class TransportId : uint8_t { Ofi = 1, Verbs = 2, OfiRma = 3 };
+// OfiRma, VerbsRma: a one-sided comm's listener on each transport.
+enum class TransportId : uint8_t { Ofi = 1, Verbs = 2, OfiRma = 3, VerbsRma = 4 };
 const char* transport_id_name(TransportId id);
 
 constexpr uint32_t kHandleMagic = 0x32544657;     // "WFT2"

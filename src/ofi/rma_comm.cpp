@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "core/handle_header.h"
+#include "core/rma_connect.h"
 #include "ofi/memory_region.h"
 #include "ofi/rma_signal_inbox.h"
 #include "ofi/tag_layout.h"
@@ -57,49 +58,27 @@ ncclResult_t OfiRmaComm::connect(void* const* handles, int nranks, int rank,
   const bool message_signals = listen->message_signals;
   Endpoint& endpoint = *listen->endpoint;
   const std::string& device = endpoint.device_name();
-  if (handles == nullptr || nranks < 1 || rank < 0 || rank >= nranks) {
-    WEFT_WARN("one-sided connect on %s: rank %d of %d ranks%s", device.c_str(), rank, nranks,
-              handles == nullptr ? " and no handles" : "");
-    return ncclInvalidArgument;
+  RmaHandleRules rules;
+  rules.transport = TransportId::OfiRma;
+  rules.fingerprint = listen->fingerprint;
+  rules.fingerprint_mismatch =
+      "another libfabric provider or address format; set the same WEFT_OFI_PROVIDER on every node";
+  rules.check_payload = [&](int, const ListenHandle& handle, std::string* problem) {
+    return endpoint.plausible_peer_address(handle.payload, handle.payload_size, problem);
+  };
+  rules.is_own = [&](const ListenHandle& handle) {
+    return handle.listen_id == listen->id && handle.payload_size == endpoint.local_address_size() &&
+           std::memcmp(handle.payload, endpoint.local_address(), handle.payload_size) == 0;
+  };
+  std::vector<ListenHandle> decoded_handles;
+  if (ncclResult_t result =
+          decode_rma_handles(handles, nranks, rank, device, rules, &decoded_handles);
+      result != ncclSuccess) {
+    return result;
   }
   std::unique_ptr<OfiRmaComm> comm(
       new OfiRmaComm(listen->endpoint, listen->id, rank, nranks, timeout_ms));
   comm->peers_.resize(static_cast<size_t>(nranks));
-  std::vector<ListenHandle> decoded_handles(static_cast<size_t>(nranks));
-  for (int r = 0; r < nranks; ++r) {
-    ListenHandle decoded;
-    std::string error;
-    if (handles[r] == nullptr ||
-        !decode_handle(handles[r], kHandleSize, TransportId::OfiRma, &decoded, &error)) {
-      WEFT_WARN("one-sided connect on %s: the handle of rank %d is not usable: %s", device.c_str(),
-                r, handles[r] == nullptr ? "it is NULL" : error.c_str());
-      return ncclInvalidArgument;
-    }
-    if (decoded.fingerprint != listen->fingerprint) {
-      WEFT_WARN(
-          "one-sided connect on %s: rank %d listens with another libfabric provider or "
-          "address format; set the same WEFT_OFI_PROVIDER on every node",
-          device.c_str(), r);
-      return ncclInvalidUsage;
-    }
-    std::string problem;
-    if (!endpoint.plausible_peer_address(decoded.payload, decoded.payload_size, &problem)) {
-      WEFT_WARN("one-sided connect on %s: rank %d's address: %s", device.c_str(), r,
-                problem.c_str());
-      return ncclInvalidArgument;
-    }
-    bool mine = decoded.listen_id == listen->id &&
-                decoded.payload_size == endpoint.local_address_size() &&
-                std::memcmp(decoded.payload, endpoint.local_address(), decoded.payload_size) == 0;
-    if ((r == rank) != mine) {
-      WEFT_WARN("one-sided connect on %s: %s", device.c_str(),
-                r == rank ? "this rank's own handle is not the one its listen made (handles out "
-                            "of rank order?)"
-                          : "another rank's handle is this rank's own listen handle");
-      return ncclInvalidArgument;
-    }
-    decoded_handles[static_cast<size_t>(r)] = decoded;
-  }
   // Only once every handle passed: a bad one is the caller's error, not the
   // network's.
   for (int r = 0; r < nranks; ++r) {
@@ -269,18 +248,9 @@ ncclResult_t OfiRmaComm::exchange(const RmaRecord& mine, uint32_t round,
     }
     if (result == ncclSuccess && (received < peers || sent < peers) &&
         std::chrono::steady_clock::now() > deadline) {
-      std::string missing;
-      for (int r = 0; r < nranks; ++r) {
-        if (heard[static_cast<size_t>(r)]) continue;
-        missing += (missing.empty() ? "" : ", ") + std::to_string(r) + " (" +
-                   peers_[static_cast<size_t>(r)].name + ")";
-      }
-      WEFT_WARN(
-          "one-sided %s on %s: rank %d heard nothing within %d ms (WEFT_CONNECT_TIMEOUT_MS) "
-          "from rank%s %s; are they running, and do they call it too?",
-          what, device_name().c_str(), rank_, timeout_ms_,
-          missing.find(',') == std::string::npos ? "" : "s",
-          missing.empty() ? "(all answered; sends unfinished)" : missing.c_str());
+      std::vector<std::string> names;
+      for (const RmaPeer& peer : peers_) names.push_back(peer.name);
+      warn_unheard(what, device_name(), rank_, timeout_ms_, unheard_ranks(heard, names));
       result = ncclRemoteError;
     }
   }

@@ -282,6 +282,8 @@ ibv_mr* OpenPort::register_region(void* data, size_t size, int dmabuf_fd, uint64
                                   std::string* error) {
   const IbverbsApi& api = this->api();
   int access = kRemoteAccess;
+  // One-sided signals land as remote fetch-and-adds where the device has them.
+  if (device_attr_.atomic_cap != IBV_ATOMIC_NONE) access |= IBV_ACCESS_REMOTE_ATOMIC;
   ibv_mr* mr = nullptr;
   errno = 0;
   if (dmabuf_fd >= 0) {

@@ -1,5 +1,6 @@
 #include "verbs/queue_pairs.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <utility>
@@ -97,6 +98,8 @@ bool QueuePairs::create(OpenPort& port, int count, const QpCapacity& wanted, std
     attr_init.pkey_index = 0;
     attr_init.port_num = static_cast<uint8_t>(port.port_number());
     attr_init.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+    // One-sided signals are remote fetch-and-adds where the device has them.
+    if (attr.atomic_cap != IBV_ATOMIC_NONE) attr_init.qp_access_flags |= IBV_ACCESS_REMOTE_ATOMIC;
     errno = 0;
     if (api.modify_qp(qp, &attr_init,
                       IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS) != 0) {
@@ -157,7 +160,9 @@ bool QueuePairs::connect(int index, uint32_t remote_qpn, const ConnectionInfo& r
   rtr.path_mtu = static_cast<ibv_mtu>(std::min(local.active_mtu, remote.mtu));
   rtr.dest_qp_num = remote_qpn;
   rtr.rq_psn = 0;
-  rtr.max_dest_rd_atomic = 1;
+  const ibv_device_attr& device = port_->device_attr();
+  rtr.max_dest_rd_atomic =
+      static_cast<uint8_t>(std::clamp(settings.rd_atomic, 1, std::max(1, device.max_qp_rd_atom)));
   rtr.min_rnr_timer = 12;
   rtr.ah_attr.dlid = remote.lid;
   rtr.ah_attr.sl = static_cast<uint8_t>(settings.service_level);
@@ -182,7 +187,8 @@ bool QueuePairs::connect(int index, uint32_t remote_qpn, const ConnectionInfo& r
   rts.retry_cnt = static_cast<uint8_t>(settings.retry_count);
   rts.rnr_retry = 7;
   rts.sq_psn = 0;
-  rts.max_rd_atomic = 1;
+  rts.max_rd_atomic = static_cast<uint8_t>(
+      std::clamp(settings.rd_atomic, 1, std::max(1, device.max_qp_init_rd_atom)));
   errno = 0;
   if (api.modify_qp(qp, &rts,
                     IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |

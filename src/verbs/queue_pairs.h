@@ -19,6 +19,9 @@ struct QpSettings {
   int retry_count = 7;
   int pkey_index = 0;
   bool ece = true;  // negotiate ECE where the device offers it
+  // RDMA reads and atomics in flight per queue pair, each way (one-sided
+  // gets want several), capped by what the device allows.
+  int rd_atomic = 1;
 };
 
 struct QpCapacity {

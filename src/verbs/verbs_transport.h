@@ -41,6 +41,13 @@ class VerbsTransport final : public Transport {
   ncclResult_t connect(int dev, const CommConfig& config, void* handle,
                        SendComm** send_comm) override;
 
+  // One-sided (verbs/rma_comm.h): every port; a listen comm has a TCP
+  // listener of its own for the ranks to find each other.
+  bool rma_supported(int dev, std::string* why) const override;
+  ncclResult_t rma_listen(int dev, void* handle, RmaListenComm** listen) override;
+  ncclResult_t rma_connect(void* const* handles, int nranks, int rank, RmaListenComm* listen,
+                           RmaComm** comm) override;
+
  private:
   bool valid_device(int dev, const char* caller) const;
   // The OpenPort of `dev`, opening it when no comm holds one.

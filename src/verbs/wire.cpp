@@ -26,7 +26,7 @@ bool fail(std::string* error, const std::string& text) {
 }
 
 const char* role_name(Role role) {
-  return role == Role::Sender ? "sender" : "receiver";
+  return role == Role::Sender ? "sender" : role == Role::Receiver ? "receiver" : "one-sided rank";
 }
 
 bool all_zero(const uint8_t* bytes, size_t size) {
@@ -117,7 +117,8 @@ bool decode_connection_info(const uint8_t* in, size_t size, Role expected, Conne
   }
   ConnectionInfo decoded;
   if (in[5] != static_cast<uint8_t>(Role::Sender) &&
-      in[5] != static_cast<uint8_t>(Role::Receiver)) {
+      in[5] != static_cast<uint8_t>(Role::Receiver) &&
+      in[5] != static_cast<uint8_t>(Role::OneSided)) {
     return fail(error, "unknown role " + std::to_string(in[5]));
   }
   decoded.role = static_cast<Role>(in[5]);
@@ -158,7 +159,11 @@ bool decode_connection_info(const uint8_t* in, size_t size, Role expected, Conne
   }
   decoded.fifo_address = get_le64(in + 32);
   decoded.fifo_rkey = get_le32(in + 40);
-  if (decoded.fifo_address == 0) return fail(error, "FIFO address 0");
+  if ((decoded.fifo_address == 0) != (decoded.role == Role::OneSided) ||
+      (decoded.role == Role::OneSided && decoded.fifo_rkey != 0)) {
+    return fail(error,
+                decoded.role == Role::OneSided ? "a FIFO from a one-sided rank" : "FIFO address 0");
+  }
   if (get_le32(in + 44) != 0 || !all_zero(in + 120, 8)) {
     return fail(error, "nonzero reserved bytes");
   }

@@ -1,6 +1,7 @@
 // What the verbs transport's peers exchange, and how every byte is checked:
 //
-// - ConnectionInfo, once per direction over the TCP side channel: queue pair
+// - ConnectionInfo, once per direction over the TCP side channel (and
+//   between every two ranks of a one-sided comm, role OneSided): queue pair
 //   numbers, the port's address (LID, GID), MTU, the FIFO the peer writes
 //   into (the sender's clear-to-send FIFO, the receiver's sizes FIFO) and
 //   the process's liveness identity.
@@ -29,7 +30,9 @@ constexpr int kMaxQpsPerConnection = 16;
 constexpr int kFifoSlots = kMaxRequests;  // one slot per request NCCL may have in flight
 
 enum class LinkLayer : uint8_t { InfiniBand = 1, Ethernet = 2 };
-enum class Role : uint8_t { Sender = 1, Receiver = 2 };
+// OneSided: a rank of a one-sided comm (verbs/rma_comm.h): one queue pair,
+// no FIFO (its address 0), the same message both ways.
+enum class Role : uint8_t { Sender = 1, Receiver = 2, OneSided = 3 };
 
 struct ConnectionInfo {
   Role role = Role::Sender;

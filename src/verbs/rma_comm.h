@@ -1,0 +1,113 @@
+// One-sided comms over verbs (weft/one_sided.h). A comm of N ranks holds
+// one RC queue pair to every rank, this one included (NCCL's graph flush
+// puts to itself), on one completion queue, apart from the net comms' queue
+// pairs: puts are RDMA writes, gets RDMA reads, and signals remote
+// fetch-and-adds where the device has atomics, else 32-byte sends that the
+// target's progress adds in (host memory only). The ranks find each other
+// through a TCP listener per listen comm (its address is the handle's
+// payload): every pair of ranks connects once, trades a hello and its
+// queue pair's address, and keeps the connection for the symmetric
+// registrations' records. Symmetric registration and the context blocks
+// are core's (SymmetricComm, RmaBlock).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/rma_block.h"
+#include "core/symmetric_comm.h"
+#include "core/tcp_channel.h"
+#include "verbs/open_port.h"
+#include "verbs/queue_pairs.h"
+
+namespace weft::verbs {
+
+// A work request's wr_id points at one of these.
+struct RmaOp {
+  CompletionTarget* target = nullptr;
+  uint32_t slot = 0;
+};
+
+class VerbsRmaListenComm final : public RmaListenComm {
+ public:
+  std::shared_ptr<OpenPort> port;
+  std::unique_ptr<TcpListener> listener;
+  uint32_t id = 0;
+  uint32_t fingerprint = 0;  // link layer (VerbsTransport::fingerprint)
+  QpSettings settings;
+  bool message_signals = false;  // the device has no atomics (or a test asks)
+};
+
+class VerbsRmaComm final : public SymmetricComm, public RmaWire<RmaOp>, private CompletionTarget {
+ public:
+  // Checks every rank's handle, connects to every rank and brings the
+  // queue pairs up; returns once every rank is ready, or with an error
+  // naming those that were not within `timeout_ms`.
+  static ncclResult_t connect(void* const* handles, int nranks, int rank,
+                              VerbsRmaListenComm* listen, int timeout_ms,
+                              std::unique_ptr<VerbsRmaComm>* out);
+  ~VerbsRmaComm() override;
+
+  ncclResult_t progress() override;
+  const std::string& device_name() const override { return port_->name(); }
+
+  // RmaWire: the blocks' operations.
+  size_t max_operation_bytes() const override { return port_->max_message_size(); }
+  Posted write(uint32_t rank, uint8_t* local, size_t length, void* descriptor, uint64_t remote,
+               uint64_t key, RmaOp* op, std::string* error) override;
+  Posted read(uint32_t rank, uint8_t* local, size_t length, void* descriptor, uint64_t remote,
+              uint64_t key, RmaOp* op, std::string* error) override;
+  Posted signal(uint32_t rank, uint64_t* operand, void* operand_descriptor, uint64_t remote,
+                uint64_t key, RmaOp* op, std::string* error) override;
+  bool signals_by_message() const override { return message_signals_; }
+  ncclResult_t register_operands(void* data, size_t size, void** region,
+                                 void** descriptor) override;
+  void deregister_operands(void* region) override;
+
+ protected:
+  ncclResult_t register_local(void* data, size_t size, int type, int dmabuf_fd,
+                              uint64_t dmabuf_offset, void** local, void** descriptor,
+                              uint64_t* address, uint64_t* key) override;
+  ncclResult_t deregister_local(void* local) override;
+  ncclResult_t exchange(const RmaRecord& mine, uint32_t round, std::vector<RmaRecord>* all,
+                        const char* what) override;
+  std::unique_ptr<RmaBlockBase> make_block(const RmaContextConfig& config,
+                                           ncclResult_t* result) override;
+
+ private:
+  // Receives posted per rank for signal messages.
+  static constexpr int kSignalSlots = 64;
+
+  VerbsRmaComm(std::shared_ptr<OpenPort> port, int rank, int nranks, int timeout_ms,
+               bool message_signals);
+  // The connection setup of connect(), on an allocated comm.
+  ncclResult_t join(const std::vector<SocketAddress>& addresses, VerbsRmaListenComm& listen);
+  // Moves `out[r]` to, and `in[r]` from, every other rank over its stream;
+  // false (logged, naming the ranks missing) on failure or timeout.
+  bool trade(const std::vector<std::vector<uint8_t>>& out, std::vector<std::vector<uint8_t>>* in,
+             const char* what);
+  ncclResult_t post_signal_receive(uint32_t slot);
+  Posted post(uint32_t rank, ibv_send_wr& wr, const char* call, std::string* error);
+  Posted post_rdma(uint32_t rank, ibv_wr_opcode opcode, uint8_t* local, size_t length,
+                   void* descriptor, uint64_t remote, uint64_t key, RmaOp* op, const char* call,
+                   std::string* error);
+  // Signal messages arriving (CompletionTarget of the receive slots).
+  void on_complete(uint32_t slot, size_t length, const uint64_t* remote_data) override;
+  void on_error(uint32_t slot, int error, size_t overflow_length, const char* text) override;
+
+  std::shared_ptr<OpenPort> port_;
+  int timeout_ms_;
+  bool message_signals_;
+  QueuePairs qps_;                    // qp(r): to rank r
+  std::vector<TcpStream> streams_;    // by rank; none to itself
+  std::vector<std::string> names_;    // by rank: where its listener is
+  std::vector<uint32_t> listen_ids_;  // by rank: its listen comm's id (the handle's)
+  // Signal messages: kSignalSlots receive buffers per rank, registered.
+  std::unique_ptr<uint8_t[]> inbox_;
+  MemoryHandle* inbox_region_ = nullptr;
+  std::unique_ptr<RmaOp[]> inbox_ops_;
+  std::atomic<bool> receive_failed_{false};
+};
+
+}  // namespace weft::verbs
