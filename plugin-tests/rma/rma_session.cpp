@@ -83,6 +83,7 @@ std::string Session::open() {
            " is not a power of two (NCCL's proxy queue masks with it)";
   }
   if ((ptr_support & NCCL_PTR_HOST) == 0) return "getProperties: no host memory";
+  ptr_support_ = ptr_support;
   if (ncclResult_t r = table_.listen(context_, 0, team_.handle(team_.rank()), &listen_);
       r != ncclSuccess) {
     return failed_call("listen", r);
@@ -122,8 +123,8 @@ std::string Session::make_target(int contexts, RmaTarget* target) {
   return "";
 }
 
-std::string Session::register_region(void* data, size_t size, void** mhandle) {
-  ncclResult_t r = table_.reg(comm_, data, size, NCCL_PTR_HOST, 0, mhandle);
+std::string Session::register_region(void* data, size_t size, void** mhandle, int type) {
+  ncclResult_t r = table_.reg(comm_, data, size, type, 0, mhandle);
   if (r != ncclSuccess) return failed_call("regMrSym", r);
   if (*mhandle == nullptr) return "regMrSym returned success and a NULL handle";
   return "";

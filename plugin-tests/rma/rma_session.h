@@ -44,7 +44,10 @@ class Session {
   Team& team() { return team_; }
   // The comm itself (v11/v12) or a block made with `contexts`.
   std::string make_target(int contexts, RmaTarget* target);
-  std::string register_region(void* data, size_t size, void** mhandle);
+  // `type`: NCCL_PTR_HOST or NCCL_PTR_CUDA.
+  std::string register_region(void* data, size_t size, void** mhandle, int type = NCCL_PTR_HOST);
+  // getProperties' ptrSupport of device 0.
+  int ptr_support() const { return ptr_support_; }
   // The team's barrier, driving `target`'s progress while it waits.
   std::string barrier(const RmaTarget& target, int timeout_s = 120);
   // Waits for the request while driving `target`'s progress.
@@ -59,6 +62,7 @@ class Session {
   void* context_ = nullptr;
   void* listen_ = nullptr;
   void* comm_ = nullptr;
+  int ptr_support_ = 0;
 };
 
 // "what: result N" for a call that did not return ncclSuccess.

@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/cuda/cuda_driver.h"
 #include "plugin_under_test.h"
 #include "rank_team.h"
 #include "rma_session.h"
@@ -61,7 +62,10 @@ class Regions {
  public:
   explicit Regions(Session& session) : session_(session) {}
   std::string add(HostBuffer& buffer, void** mhandle) {
-    RT_TRY(session_.register_region(buffer.data, buffer.size, mhandle));
+    return add(buffer.data, buffer.size, mhandle, NCCL_PTR_HOST);
+  }
+  std::string add(void* data, size_t size, void** mhandle, int type) {
+    RT_TRY(session_.register_region(data, size, mhandle, type));
     handles_.push_back(*mhandle);
     return "";
   }
@@ -293,6 +297,116 @@ TEST_CASE("gets read every rank's bytes, and a flush covers them", "[rma][get]")
     RT_CALL("iflush", session.table().flush(target, 0, window_mr, 0, &request));
     if (request != nullptr) RT_TRY(session.wait(target, request, "idle iflush"));
     RT_TRY(session.barrier(target));
+    RT_TRY(regions.release());
+    RT_CALL("destroyContext", session.table().destroy_context(target));
+    return "";
+  });
+}
+
+// GPU memory (hidden: run by the flavours that set WEFT_TEST_EXPECT_GPU,
+// with the CUDA driver first on the library path, softcuda in CI):
+//   1  the device reports NCCL_PTR_CUDA: puts from and into device memory,
+//      each followed by a signal into host memory, and gets into device
+//      memory after iflush, every byte checked through the driver (the
+//      host never reads device memory: SOFTCUDA_PROTECT makes it fault);
+//   0  the device reports host memory only, and registering device memory
+//      fails with an error on every rank instead of crashing.
+TEST_CASE("device memory carries puts and gets, signals in host memory", "[.][rma][gpu]") {
+  run_ranks([](Session& session, Team& team) -> std::string {
+    const char* expect = std::getenv("WEFT_TEST_EXPECT_GPU");
+    if (expect == nullptr) return "WEFT_TEST_EXPECT_GPU is not set (0 or 1)";
+    std::string reason;
+    auto driver = cuda::Driver::open("libcuda.so.1", &reason);
+    if (!driver) return "no CUDA driver for the test: " + reason;
+    const bool gpu = (session.ptr_support() & NCCL_PTR_CUDA) != 0;
+    if (gpu != (std::string(expect) == "1")) {
+      return std::string("ptrSupport ") + (gpu ? "has" : "lacks") +
+             " NCCL_PTR_CUDA, WEFT_TEST_EXPECT_GPU=" + expect;
+    }
+    const size_t largest = std::min<size_t>(largest_transfer(), size_t{4} << 20);
+    const int n = team.size();
+    const int me = team.rank();
+    struct DeviceMemory {
+      const cuda::Driver& driver;
+      void* data = nullptr;
+      DeviceMemory(const cuda::Driver& d, size_t size) : driver(d) {
+        std::string error;
+        if (!driver.alloc(size, 0, &data, &error)) data = nullptr;
+      }
+      ~DeviceMemory() {
+        std::string error;
+        if (data != nullptr) driver.free(data, &error);
+      }
+    };
+    DeviceMemory source(*driver, largest);
+    DeviceMemory window(*driver, largest * n);
+    if (source.data == nullptr || window.data == nullptr) return "cuMemAlloc failed";
+    HostBuffer signals(8 * 64);
+    HostBuffer host(largest * n);
+    void* source_mr = nullptr;
+    void* window_mr = nullptr;
+    void* signals_mr = nullptr;
+    if (!gpu) {
+      // Every rank refuses, and none waits for the others in vain.
+      ncclResult_t r = session.table().reg(session.comm(), window.data, largest * n, NCCL_PTR_CUDA,
+                                           0, &window_mr);
+      if (r == ncclSuccess) return "regMrSym of device memory succeeded without NCCL_PTR_CUDA";
+      return "";
+    }
+    RmaTarget target;
+    RT_TRY(session.make_target(1, &target));
+    Regions regions(session);
+    RT_TRY(regions.add(source.data, largest, &source_mr, NCCL_PTR_CUDA));
+    RT_TRY(regions.add(window.data, largest * n, &window_mr, NCCL_PTR_CUDA));
+    RT_TRY(regions.add(signals, &signals_mr));
+    std::string error;
+    uint32_t salt = 40;
+    size_t last = 0;  // the size of the last puts
+    for (size_t size : transfer_sizes()) {
+      if (size > largest || size == 0) continue;
+      ++salt;
+      last = size;
+      for (int peer = 0; peer < n; ++peer) {
+        fill_pattern(host.data, size, me, peer, salt);
+        if (!driver->copy_to_device(source.data, host.data, size, &error)) return error;
+        void* request = nullptr;
+        RT_CALL("iputSignal",
+                session.table().put_signal(target, 0, 0, source_mr, size,
+                                           static_cast<uint64_t>(me) * largest, window_mr,
+                                           static_cast<uint32_t>(peer), 8 * (salt % 64), signals_mr,
+                                           1, NCCL_NET_SIGNAL_OP_ADD, true, &request));
+        RT_TRY(session.wait(target, request, "iputSignal"));
+      }
+      RT_TRY(session.wait_signal(target, signals.data + 8 * (salt % 64), static_cast<uint64_t>(n),
+                                 "signals of puts into device memory"));
+      if (!driver->copy_to_host(host.data, window.data, largest * n, &error)) return error;
+      for (int sender = 0; sender < n; ++sender) {
+        error = check_pattern(host.data + static_cast<size_t>(sender) * largest, size, sender, me,
+                              salt);
+        if (!error.empty()) return "put into device memory: " + error;
+      }
+      RT_TRY(session.barrier(target));
+    }
+    if (session.table().has_get() && last > 0) {
+      // Each rank's window now holds, at every sender's place, what that
+      // sender put last: read it back from every peer into the source.
+      const size_t size = last;
+      for (int peer = 0; peer < n; ++peer) {
+        void* request = nullptr;
+        RT_CALL("iget",
+                session.table().get(target, 0, static_cast<uint64_t>(me) * largest, window_mr, size,
+                                    0, source_mr, static_cast<uint32_t>(peer), &request));
+        RT_TRY(session.wait(target, request, "iget"));
+        RT_CALL("iflush",
+                session.table().flush(target, 0, source_mr, static_cast<uint32_t>(peer), &request));
+        if (request != nullptr) RT_TRY(session.wait(target, request, "iflush"));
+        if (!driver->copy_to_host(host.data, source.data, size, &error)) return error;
+        error = check_pattern(host.data, size, me, peer, salt);
+        if (!error.empty())
+          return "get into device memory from rank " + std::to_string(peer) + ": " + error;
+      }
+      RT_TRY(session.barrier(target));
+    }
     RT_TRY(regions.release());
     RT_CALL("destroyContext", session.table().destroy_context(target));
     return "";
