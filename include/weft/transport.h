@@ -46,6 +46,16 @@ struct CommConfig {
   int traffic_class = -1;  // -1: undefined
 };
 
+// What NCCL says the next connections of one communicator will be
+// (setNetAttr, net v11+): at most `peers` peers with `flows` comms each,
+// per direction; -1 where NCCL left it undefined.
+struct ConnectionHints {
+  int send_peers = -1;
+  int send_flows = -1;
+  int recv_peers = -1;
+  int recv_flows = -1;
+};
+
 // Events NCCL's profiler started for one request (src/abi/net_profiler.h),
 // one per message of it.
 struct NetEventHandles {
@@ -140,6 +150,11 @@ class Transport {
   // the same handle buffer.
   virtual ncclResult_t connect(int dev, const CommConfig& config, void* handle,
                                SendComm** send_comm) = 0;
+
+  // A warning when the connections `hints` announce would not fit what
+  // this transport's devices have left (empty: they fit, or nothing it
+  // holds per connection runs out).
+  virtual std::string connection_budget_problem(const ConnectionHints&) { return ""; }
 
   // One-sided (one_sided.h). Empty when this transport offers none on
   // `dev`, with the reason in *why.

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <string>
 
+#include "log_capture.h"
 #include "net_ops.h"
 #include "two_rank.h"
 
@@ -101,4 +102,66 @@ TEST_CASE("regIsGlobal follows the registration cache, forceFlush its parameter"
   };
   REQUIRE_RANKS(properties_with("1", "0"));
   REQUIRE_RANKS(properties_with("0", "1"));
+}
+
+namespace {
+
+ncclNetAttr_v12_t net_attr(int send_peers, int send_flows, int recv_peers, int recv_flows) {
+  ncclNetAttr_v12_t attr;
+  attr.sendCommAttr = {send_peers, 1, send_flows, 1};
+  attr.recvCommAttr = {recv_peers, 1, recv_flows, 1};
+  attr.op = attr.algo = attr.proto = ~0u;
+  return attr;
+}
+
+}  // namespace
+
+TEST_CASE("setNetAttr: hints checked, and connections that cannot fit are named", "[weft]") {
+  auto r = run_one([&](Rank&) {
+    logged_lines().clear();
+    auto c = load_plugin(12);
+    FT_OK(c->init(capture_log));
+    const auto* net = c->v12();
+    FT_REQUIRE(net != nullptr && net->setNetAttr != nullptr, "no v12 setNetAttr");
+    // A listen opens the device, as NCCL's does before its connects.
+    char handle[NCCL_NET_HANDLE_MAXSIZE] = {};
+    void* listen = nullptr;
+    FT_OK(c->listen(test_device(*c), handle, &listen));
+    ncclNetAttr_v12_t fits = net_attr(2, 2, 2, 2);
+    FT_OK(net->setNetAttr(c->context(), &fits));
+    FT_REQUIRE(logged_text().find("expects up to 2 send peers x 2 flows, 2 receive peers x 2 "
+                                  "flows") != std::string::npos,
+               "the first hints are not logged:\n"
+                   << logged_text());
+    FT_REQUIRE(logged_text(NCCL_LOG_WARN).empty(), "warned for 8 comms:\n" << logged_text());
+    // min above max, or below -1: refused by name.
+    ncclNetAttr_v12_t bad = net_attr(2, 2, 2, 2);
+    bad.recvCommAttr.minFlowsPerPeer = 3;
+    FT_REQUIRE(net->setNetAttr(c->context(), &bad) == ncclInvalidArgument, "min > max accepted");
+    FT_REQUIRE(logged_text(NCCL_LOG_WARN).find("receive flows per peer: min 3, max 2") !=
+                   std::string::npos,
+               logged_text(NCCL_LOG_WARN));
+    bad = net_attr(-5, 2, 2, 2);
+    FT_REQUIRE(net->setNetAttr(c->context(), &bad) == ncclInvalidArgument, "max -5 accepted");
+    FT_REQUIRE(net->setNetAttr(c->context(), nullptr) == ncclInvalidArgument, "NULL accepted");
+    // Far more connections than any device holds queue pairs for: the
+    // verbs transport says so (once); libfabric's hold no per-connection
+    // device objects that run out, and stay quiet.
+    logged_lines().clear();
+    ncclNetAttr_v12_t huge = net_attr(1 << 20, 64, 1 << 20, 64);
+    FT_OK(net->setNetAttr(c->context(), &huge));
+    FT_OK(net->setNetAttr(c->context(), &huge));
+    const std::string warned = logged_text(NCCL_LOG_WARN);
+    const char* transport = std::getenv("WEFT_TRANSPORT");
+    if (transport != nullptr && std::string(transport) == "verbs") {
+      const size_t at = warned.find("queue pairs (67108864 send comms x");
+      FT_REQUIRE(at != std::string::npos, "no queue pair warning:\n" << logged_text());
+      FT_REQUIRE(warned.find("queue pairs (", at + 1) == std::string::npos, "warned twice");
+      FT_REQUIRE(warned.find("WEFT_IB_QPS_PER_CONNECTION") != std::string::npos, warned);
+    } else {
+      FT_REQUIRE(warned.empty(), "warned:\n" << warned);
+    }
+    FT_OK(c->close_listen(listen));
+  });
+  REQUIRE_RANKS(r);
 }

@@ -60,6 +60,53 @@ ncclResult_t finalize_context(void* ctx) {
   });
 }
 
+ncclResult_t set_net_attr(void* ctx, const NetAttrRanges* ranges) {
+  return guarded("setNetAttr", [&] {
+    if (ctx == nullptr || ranges == nullptr) {
+      WEFT_WARN("setNetAttr: %s is NULL", ctx == nullptr ? "the context" : "the attributes");
+      return ncclInvalidArgument;
+    }
+    struct Range {
+      const char* name;
+      int max, min;
+    };
+    const Range checked[] = {
+        {"send peers", ranges->send_peers_max, ranges->send_peers_min},
+        {"send flows per peer", ranges->send_flows_max, ranges->send_flows_min},
+        {"receive peers", ranges->recv_peers_max, ranges->recv_peers_min},
+        {"receive flows per peer", ranges->recv_flows_max, ranges->recv_flows_min}};
+    for (const Range& range : checked) {
+      if (range.max < -1 || range.min < -1 || (range.max >= 0 && range.min > range.max)) {
+        WEFT_WARN("setNetAttr: %s: min %d, max %d (each -1 or at least 0, min <= max)", range.name,
+                  range.min, range.max);
+        return ncclInvalidArgument;
+      }
+    }
+    auto* context = static_cast<PluginContext*>(ctx);
+    ConnectionHints hints{ranges->send_peers_max, ranges->send_flows_max, ranges->recv_peers_max,
+                          ranges->recv_flows_max};
+    if (!context->hints_seen) {
+      WEFT_INFO(NCCL_NET,
+                "communicator %llx expects up to %d send peers x %d flows, %d receive peers x %d "
+                "flows (setNetAttr)",
+                static_cast<unsigned long long>(context->comm_id), hints.send_peers,
+                hints.send_flows, hints.recv_peers, hints.recv_flows);
+    }
+    context->hints = hints;
+    context->hints_seen = true;
+    if (context->budget_warned) return ncclSuccess;
+    auto transport = transport_or_null("setNetAttr");
+    if (!transport) return ncclInvalidUsage;
+    std::string problem = transport->connection_budget_problem(hints);
+    if (!problem.empty()) {
+      WEFT_WARN("communicator %llx: %s", static_cast<unsigned long long>(context->comm_id),
+                problem.c_str());
+      context->budget_warned = true;
+    }
+    return ncclSuccess;
+  });
+}
+
 CommConfig context_config(void* ctx) {
   if (ctx == nullptr) return CommConfig{};
   return static_cast<PluginContext*>(ctx)->config;

@@ -14,6 +14,13 @@ ncclResult_t init_process(ncclDebugLogger_t logger, ncclProfilerCallback_t profi
 ncclResult_t init_context(void** ctx, uint64_t comm_id, int traffic_class, ncclDebugLogger_t logger,
                           ncclProfilerCallback_t profiler = nullptr);
 ncclResult_t finalize_context(void* ctx);
+// setNetAttr (v11+), its fields in weft's terms: per direction the
+// min/max concurrent peers and flows per peer (-1: undefined).
+struct NetAttrRanges {
+  int send_peers_max = -1, send_peers_min = -1, send_flows_max = -1, send_flows_min = -1;
+  int recv_peers_max = -1, recv_peers_min = -1, recv_flows_max = -1, recv_flows_min = -1;
+};
+ncclResult_t set_net_attr(void* ctx, const NetAttrRanges* ranges);
 ncclResult_t devices(int* ndev);
 ncclResult_t properties(int dev, DeviceProperties* props);
 // makeVDevice: devs[0..ndevs) merged into a new device, its index in *dev.

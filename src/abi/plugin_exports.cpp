@@ -21,9 +21,18 @@ constexpr Net make_net() {
                           profiler);
     };
     net.finalize = finalize_context;
-    net.setNetAttr = [](void*, ncclNetAttr_v11_t*) {
-      // Hints only: nothing sizes from them (docs/one-sided.md says why).
-      return ncclSuccess;
+    net.setNetAttr = [](void* ctx, auto* attr) {
+      if (attr == nullptr) return set_net_attr(ctx, nullptr);
+      NetAttrRanges ranges;
+      ranges.send_peers_max = attr->sendCommAttr.maxConcurrentPeers;
+      ranges.send_peers_min = attr->sendCommAttr.minConcurrentPeers;
+      ranges.send_flows_max = attr->sendCommAttr.maxFlowsPerPeer;
+      ranges.send_flows_min = attr->sendCommAttr.minFlowsPerPeer;
+      ranges.recv_peers_max = attr->recvCommAttr.maxConcurrentPeers;
+      ranges.recv_peers_min = attr->recvCommAttr.minConcurrentPeers;
+      ranges.recv_flows_max = attr->recvCommAttr.maxFlowsPerPeer;
+      ranges.recv_flows_min = attr->recvCommAttr.minFlowsPerPeer;
+      return set_net_attr(ctx, &ranges);
     };
   } else if constexpr (V == 10) {
     net.init = [](ncclDebugLogger_t logger, ncclProfilerCallback_t profiler) {

@@ -14,6 +14,10 @@ namespace weft::abi {
 struct PluginContext {
   uint64_t comm_id = 0;
   CommConfig config;
+  // setNetAttr's last hints (NCCL calls it from its proxy thread only).
+  ConnectionHints hints;
+  bool hints_seen = false;
+  bool budget_warned = false;  // said once per communicator
 };
 
 // Takes a reference; opens the transport on the first one. `profiler`: the

@@ -30,6 +30,12 @@ class HeldByComms {
     return ncclSuccess;
   }
 
+  // The open one, or null: opens nothing.
+  std::shared_ptr<T> peek() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return held_.lock();
+  }
+
  private:
   std::mutex mutex_;
   std::weak_ptr<T> held_;

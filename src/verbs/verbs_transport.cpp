@@ -294,6 +294,34 @@ ncclResult_t VerbsTransport::connect(int dev, const CommConfig& config, void* ha
                         send_comm);
 }
 
+std::string VerbsTransport::connection_budget_problem(const ConnectionHints& hints) {
+  auto comms = [](int peers, int flows) {
+    return peers > 0 && flows > 0 ? static_cast<long long>(peers) * flows : 0;
+  };
+  const long long qps = static_cast<long long>(params_.ib_qps_per_connection);
+  const long long sends = comms(hints.send_peers, hints.send_flows);
+  const long long receives = comms(hints.recv_peers, hints.recv_flows);
+  const long long needed = sends * qps + receives * (qps + 1);
+  if (needed == 0) return "";
+  for (const auto& port : ports_) {
+    std::shared_ptr<OpenPort> open = port->open.peek();
+    if (!open) continue;  // not listened or connected on yet
+    const DeviceLimits& limits = open->limits();
+    const int limit = limits.limit(DeviceObject::QueuePair);
+    const int held = limits.held(DeviceObject::QueuePair);
+    if (limit <= 0 || needed <= limit - held) continue;
+    return "its next connections may need up to " + std::to_string(needed) + " queue pairs (" +
+           std::to_string(sends) + " send comms x " + std::to_string(qps) + ", " +
+           std::to_string(receives) + " receive comms x " + std::to_string(qps + 1) + ") but " +
+           open->name() + " has room for " + std::to_string(std::max(0, limit - held)) +
+           " more (its limit " + std::to_string(limit) + ", this process holds " +
+           std::to_string(held) +
+           "): connects past that fail. Fewer: WEFT_IB_QPS_PER_CONNECTION, NCCL_NCHANNELS, or "
+           "fewer ranks per node on this NIC";
+  }
+  return "";
+}
+
 bool VerbsTransport::rma_supported(int dev, std::string* why) const {
   if (dev < 0 || dev >= device_count()) {
     *why = "no device " + std::to_string(dev);

@@ -41,6 +41,11 @@ class VerbsTransport final : public Transport {
   ncclResult_t connect(int dev, const CommConfig& config, void* handle,
                        SendComm** send_comm) override;
 
+  // Queue pairs the announced connections need (WEFT_IB_QPS_PER_CONNECTION
+  // per send comm, one more per receive comm for its flush) against what
+  // each open port has left.
+  std::string connection_budget_problem(const ConnectionHints& hints) override;
+
   // One-sided (verbs/rma_comm.h): every port; a listen comm has a TCP
   // listener of its own for the ranks to find each other.
   bool rma_supported(int dev, std::string* why) const override;
