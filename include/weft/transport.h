@@ -7,6 +7,7 @@
 // reports completion.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -56,11 +57,27 @@ struct ConnectionHints {
   int recv_flows = -1;
 };
 
-// Events NCCL's profiler started for one request (src/abi/net_profiler.h),
-// one per message of it.
+// Events NCCL's profiler started for one request (src/core/net_events.h):
+// one per message of it, and for a send one per queue pair's or rail's
+// share of it (recorded by the transport as it posts them).
 struct NetEventHandles {
+  static constexpr int kMaxEvents = 8;  // NCCL's example profiler keeps 8 per proxy step
   int count = 0;
-  void* handles[8] = {};
+  void* handles[kMaxEvents] = {};
+  // Its completion may be seen by another thread polling the transport
+  // while the send's events start: handle and done are atomics.
+  struct Share {
+    uint32_t lane = 0;    // queue pair number (verbs) or rail index (libfabric)
+    uint32_t length = 0;  // bytes of the message it carries
+    std::atomic<void*> handle{nullptr};
+    std::atomic<bool> done{false};  // completed (perhaps before its event could start)
+  };
+  int share_count = 0;
+  Share shares[kMaxEvents - 1];
+  // The send's parent once its event started: shares recorded later (a
+  // grouped receive's other sends posted them) start at once.
+  void* send_parent = nullptr;
+  int device = 0;
 };
 
 class Request {
@@ -70,7 +87,9 @@ class Request {
   virtual ncclResult_t test(int* done, int* sizes) = 0;
 
   // Made on the request's first profiled use and kept with it (requests are
-  // pooled): no allocation per message. Only the ABI layer touches it.
+  // pooled): no allocation per message. The ABI layer starts and stops the
+  // message events; transports record and finish shares
+  // (core/net_events.h).
   std::unique_ptr<NetEventHandles> net_events;
 };
 

@@ -5,7 +5,10 @@
 // parent it was given, in a form NCCL's profilers decode, at most 8 per
 // parent, and stop each exactly once by the time test() reports its
 // request done. WEFT_TEST_PROFILER_EVENTS=1 also requires an event for
-// every message posted with a parent (weft with WEFT_NET_PROFILER=on).
+// every message posted with a parent (weft with WEFT_NET_PROFILER=on), and
+// WEFT_TEST_PROFILER_SHARES=k that under each send's parent the message's
+// event is followed by exactly k share events (one per queue pair or rail
+// the message went out on) whose lengths add up to the message.
 #include <catch2/catch.hpp>
 #include <cstdlib>
 #include <map>
@@ -29,6 +32,8 @@ struct Recorder {
   std::set<const void*> parents_given;
   std::map<const void*, int> starts_per_parent;
   std::map<void*, const void*> open_events;  // event handle -> its parent
+  // Lengths of the IB-form events under each parent, in start order.
+  std::map<const void*, std::vector<uint64_t>> lengths;
   int starts = 0, stops = 0;
   std::string broken;
 
@@ -61,6 +66,10 @@ ncclResult_t record(void** event, int type, void* parent, int64_t plugin_id, voi
              " is neither IB v1 nor socket v1, the forms NCCL's profilers decode");
     }
     if (ext_data == nullptr) r.fail("event started without a descriptor");
+    if (ext_data != nullptr && kind == (1 << 16)) {
+      r.lengths[parent].push_back(
+          static_cast<const ncclProfilerNetIbDescr_v1_t*>(ext_data)->qp.length);
+    }
     if (++r.starts_per_parent[parent] > 8) {
       r.fail("more than 8 events under one parent: NCCL's example profiler keeps 8");
     }
@@ -91,6 +100,29 @@ void check_closed(const std::vector<const void*>& parents, const std::string& wh
 void give(const std::vector<const void*>& parents) {
   std::lock_guard<std::mutex> lock(g_recorder.mutex);
   g_recorder.parents_given.insert(parents.begin(), parents.end());
+}
+
+// WEFT_TEST_PROFILER_SHARES: the share events each send must have.
+int expected_shares() {
+  const char* value = std::getenv("WEFT_TEST_PROFILER_SHARES");
+  return value != nullptr ? std::atoi(value) : -1;
+}
+
+// Each send's parent: its message event, then exactly `shares` share
+// events adding up to `size`.
+void check_shares(const std::vector<const void*>& send_parents, int shares, size_t size) {
+  std::lock_guard<std::mutex> lock(g_recorder.mutex);
+  for (const void* parent : send_parents) {
+    const std::vector<uint64_t>& lengths = g_recorder.lengths[parent];
+    FT_REQUIRE(
+        static_cast<int>(lengths.size()) == 1 + shares,
+        lengths.size() << " events under a send's parent, expected 1 + " << shares << " shares");
+    uint64_t sum = 0;
+    for (size_t i = 1; i < lengths.size(); ++i) sum += lengths[i];
+    FT_REQUIRE(lengths[0] == size && (shares == 0 || sum == size),
+               "message event of " << lengths[0] << " bytes, shares adding up to " << sum
+                                   << ", for a message of " << size);
+  }
 }
 
 void check_rank(bool expect_events, int messages_with_parents) {
@@ -206,6 +238,11 @@ TEST_CASE("profiler events start under given parents and stop by the time test()
         wait_ok(*c, plain, "send without a parent");
         rk.peer->sync("done");
         check_rank(expect_events, kMessages);
+        if (expected_shares() >= 0) {
+          std::vector<const void*> send_parents;
+          for (int i = 0; i < kMessages; ++i) send_parents.push_back(&g_parents[kMessages + 1 + i]);
+          check_shares(send_parents, expected_shares(), kSize);
+        }
         mrs.clear();
         FT_OK(c->close_send(sc));
         FT_OK(c->finalize());

@@ -3,7 +3,7 @@
 #include <mutex>
 
 #include "abi/guarded.h"
-#include "abi/net_profiler.h"
+#include "core/net_events.h"
 #include "abi/plugin_state.h"
 #include "weft/log.h"
 

@@ -9,7 +9,7 @@
 
 namespace weft::abi {
 
-// `profiler`: v10+ init's callback (network events, net_profiler.h).
+// `profiler`: v10+ init's callback (network events, core/net_events.h).
 ncclResult_t init_process(ncclDebugLogger_t logger, ncclProfilerCallback_t profiler = nullptr);
 ncclResult_t init_context(void** ctx, uint64_t comm_id, int traffic_class, ncclDebugLogger_t logger,
                           ncclProfilerCallback_t profiler = nullptr);

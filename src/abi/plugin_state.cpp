@@ -3,7 +3,7 @@
 #include <mutex>
 #include <string>
 
-#include "abi/net_profiler.h"
+#include "core/net_events.h"
 #include "core/topology_offer.h"
 #include "weft/log.h"
 

@@ -13,6 +13,7 @@
 #include <cstdio>
 
 #include "core/completion_target.h"
+#include "core/net_events.h"
 #include "weft/log.h"
 #include "weft/transport.h"
 
@@ -115,6 +116,9 @@ class CompletionRequest final : public Request, public CompletionTarget {
   void on_complete(uint32_t slot, size_t length, const uint64_t* remote_data) override {
     if (is_send_) {
       lengths_[slot] = posted_sizes_[slot];
+      // A transport that records shares records operation i as share i.
+      if (net_events) [[unlikely]]
+        share_done(*this, static_cast<int>(slot));
     } else if (remote_data != nullptr && *remote_data > posted_sizes_[slot]) {
       // Some transports truncate silently: the sender's size tells.
       on_error(slot, kTruncated, *remote_data - posted_sizes_[slot], "message truncated");

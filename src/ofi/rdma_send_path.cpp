@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "core/net_events.h"
 #include "ofi/completion_failure.h"
 #include "ofi/memory_region.h"
 #include "ofi/tag_layout.h"
@@ -389,6 +390,9 @@ ncclResult_t RdmaSendPath::write_message(Group& group, int entry, void* data, si
   int ops = static_cast<int>(segments) + (size_notices_ ? 1 : 0);
   req->start(this, ops, /*is_send=*/true, 1);
   req->set_posted_size(0, size);
+  const bool profiled = net_profiler_on();
+  if (profiled) [[unlikely]]
+    begin_shares(*req);
   size_t chunk = std::max<size_t>((size + segments - 1) / segments, 1);
   WriteImmediate immediate;
   immediate.slot = group.slot;
@@ -403,6 +407,10 @@ ncclResult_t RdmaSendPath::write_message(Group& group, int entry, void* data, si
     immediate.segment = static_cast<uint8_t>(j);
     if (endpoint_.wire_mutation() != WireMutation::kNone) [[unlikely]]
       mutate_write(endpoint_.wire_mutation(), &immediate);
+    // Segment j is operation j, and share j (core/net_events.h): on a
+    // rail, under its index.
+    if (profiled) [[unlikely]]
+      record_share(*req, static_cast<uint32_t>(r), length);
     for (;;) {
       ssize_t rc = rail.endpoint->write(static_cast<uint8_t*>(data) + offset, length,
                                         descriptor_of(region_on_rail(mhandle, r)), rail.peer,
@@ -410,6 +418,7 @@ ncclResult_t RdmaSendPath::write_message(Group& group, int entry, void* data, si
                                         encode_immediate(immediate), req->op(static_cast<int>(j)));
       if (rc == 0) break;
       if (rc == -FI_EAGAIN && j == 0) {
+        if (profiled) begin_shares(*req);  // its next use records its own
         pool_.release(req);
         return poll_rails();  // NCCL retries the send
       }
@@ -421,6 +430,7 @@ ncclResult_t RdmaSendPath::write_message(Group& group, int entry, void* data, si
       WEFT_WARN("%s: writing %zu bytes to %s failed: %s", rail.endpoint->device_name().c_str(),
                 length, peer_.name.c_str(), fi_strerror((int)-rc));
       if (j == 0) {
+        if (profiled) begin_shares(*req);
         pool_.release(req);
         return ncclSystemError;
       }

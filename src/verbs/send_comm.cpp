@@ -6,6 +6,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "core/net_events.h"
+
 namespace weft::verbs {
 namespace {
 
@@ -139,6 +141,7 @@ ncclResult_t VerbsSendComm::isend(void* data, size_t size, int tag, void* mhandl
   if (match < 0) return check_health(/*waiting=*/true);
   VerbsRequest* req = acquire_request(1);
   if (req == nullptr) return ncclSuccess;  // NCCL tries again
+  if (net_profiler_on()) begin_shares(*req);
   req->slot = s;
   req->pending = 1;
   req->posted[0] = size;
@@ -180,8 +183,10 @@ ncclResult_t VerbsSendComm::post_group(int s) {
   const uint64_t sizes_remote =
       remote_.fifo_address + static_cast<uint64_t>(s) * kMaxRecvs * sizeof(uint64_t);
 
+  const bool profiled = net_profiler_on();
   for (int k = 0; k < sets; ++k) {
     int n = 0;
+    const int qp_index = (first + k) % qp_count;
     auto add = [&](void* local, size_t length, uint32_t lkey, uint64_t remote, uint32_t rkey,
                    bool may_inline) {
       ibv_send_wr& wr = wrs_[n];
@@ -219,6 +224,9 @@ ncclResult_t VerbsSendComm::post_group(int s) {
       add(const_cast<uint8_t*>(item.data) + offset, length, item.lkey, entries[i].address + offset,
           entries[i].rkey, true);
       ++data_writes;
+      if (profiled) [[unlikely]] {
+        record_share(*item.request, qps().qp(qp_index)->qp_num, length);
+      }
     }
     if (data_writes == 0 || separate_imm) {
       add(nullptr, 0, 0, sizes_remote, remote_.fifo_rkey, false);
@@ -230,7 +238,6 @@ ncclResult_t VerbsSendComm::post_group(int s) {
     last.wr_id = wr_id(WrKind::Data, static_cast<uint32_t>(s));
     last.next = nullptr;
     ibv_send_wr* bad = nullptr;
-    int qp_index = (first + k) % qp_count;
     int rc = ibv_post_send(qps().qp(qp_index), wrs_, &bad);
     if (rc != 0) {
       return fail(ncclSystemError, "ibv_post_send on QP " + std::to_string(qp_index) +
@@ -247,7 +254,14 @@ void VerbsSendComm::on_completion(const ibv_wc& wc) {
     return;
   }
   Slot& slot = slots_[wr_index(wc.wr_id)];
-  if (slot.pending <= 0 || --slot.pending > 0) return;
+  if (slot.pending <= 0) return;
+  // This queue pair's share of each message is on the wire and acknowledged.
+  for (int i = 0; i < slot.count; ++i) {
+    if (slot.items[i].request->net_events) [[unlikely]] {
+      share_done_on_lane(*slot.items[i].request, wc.qp_num);
+    }
+  }
+  if (--slot.pending > 0) return;
   for (int i = 0; i < slot.count; ++i) slot.items[i].request->pending = 0;
   slot.count = 0;
 }
