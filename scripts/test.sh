@@ -131,10 +131,10 @@ if [ "$full_run" -eq 1 ]; then
     # pick versions): this run checks weft against another libfabric; the
     # version adapters above the transport do not depend on it, and the
     # 1.17 run covers every version (and every one-sided table: here the
-    # newest and the oldest).
+    # newest the NCCL releases load and the oldest).
     WEFT_TEST_VERSIONS=12 ctest --preset fabric26 -j "$jobs" --output-on-failure \
       --timeout "$timeout_s" -L 'conformance|functional|cuda' -LE 'known-issue|ibv' \
-      -E '^rma[.][^.]+[.](rma13|gin13|gin12)$' </dev/null || status=$?
+      -E '^rma[.][^.]+[.](rma17|rma16|rma15|rma13|gin13|gin12)$' </dev/null || status=$?
   fi
 fi
 

@@ -206,4 +206,136 @@ typedef struct {
   ncclResult_t (*finalize)(void* ctx);
 } ncclRma_v14_t;
 
+// RMA v15 (NCCL after 2.30.7): v14 with optFlags on iput, iputSignal and
+// iget. The only flag defined: NCCL permits aggregating requests (a hint:
+// data and order must not change; a batch ends with an op without it).
+#define NCCL_RMA_OPT_FLAGS_DEFAULT 0x0
+#define NCCL_RMA_OPT_FLAGS_AGGREGATE_REQUESTS 0x1
+
+typedef ncclRmaConfig_v14_t ncclRmaConfig_v15_t;
+
+typedef struct {
+  const char* name;
+  ncclResult_t (*init)(void** ctx, uint64_t commId, ncclDebugLogger_t logFunction);
+  ncclResult_t (*devices)(int* ndev);
+  ncclResult_t (*getProperties)(int dev, ncclNetProperties_v12_t* props);
+  ncclResult_t (*listen)(void* ctx, int dev, void* handle, void** listenComm);
+  ncclResult_t (*connect)(void* ctx, void* handles[], int nranks, int rank, void* listenComm,
+                          void** collComm);
+  ncclResult_t (*createContext)(void* collComm, ncclRmaConfig_v15_t* config, void** rmaCtx);
+  ncclResult_t (*regMrSym)(void* collComm, void* data, size_t size, int type, uint64_t mrFlags,
+                           void** mhandle);
+  ncclResult_t (*regMrSymDmaBuf)(void* collComm, void* data, size_t size, int type, uint64_t offset,
+                                 int fd, uint64_t mrFlags, void** mhandle);
+  ncclResult_t (*deregMrSym)(void* collComm, void* mhandle);
+  ncclResult_t (*destroyContext)(void* rmaCtx);
+  ncclResult_t (*closeColl)(void* collComm);
+  ncclResult_t (*closeListen)(void* listenComm);
+  ncclResult_t (*iput)(void* rmaCtx, int context, uint64_t srcOff, void* srcMhandle, size_t size,
+                       uint64_t dstOff, void* dstMhandle, uint32_t rank, uint32_t optFlags,
+                       void** request);
+  ncclResult_t (*iputSignal)(void* rmaCtx, int context, uint64_t srcOff, void* srcMhandle,
+                             size_t size, uint64_t dstOff, void* dstMhandle, uint32_t rank,
+                             uint64_t signalOff, void* signalMhandle, uint64_t signalValue,
+                             uint32_t signalOp, bool isStrongSignal, uint32_t optFlags,
+                             void** request);
+  ncclResult_t (*iget)(void* rmaCtx, int context, uint64_t remoteOff, void* remoteMhandle,
+                       size_t size, uint64_t localOff, void* localMhandle, uint32_t rank,
+                       uint32_t optFlags, void** request);
+  ncclResult_t (*iflush)(void* rmaCtx, int context, void* mhandle, uint32_t rank, void** request);
+  ncclResult_t (*test)(void* collComm, void* request, int* done);
+  ncclResult_t (*rmaProgress)(void* rmaCtx);
+  ncclResult_t (*queryLastError)(void* rmaCtx, bool* hasError);
+  ncclResult_t (*finalize)(void* ctx);
+} ncclRma_v15_t;
+
+// RMA v16: v15 plus getRmaProperties, asked once per collective comm.
+typedef ncclRmaConfig_v15_t ncclRmaConfig_v16_t;
+
+typedef struct {
+  // True only when any signal arriving, from any peer, makes every put
+  // this comm already received visible (NCCL then skips per-peer flushes).
+  bool flushesAllPutsOnAnySignal;
+} ncclRmaProperties_v16_t;
+
+typedef struct {
+  const char* name;
+  ncclResult_t (*init)(void** ctx, uint64_t commId, ncclDebugLogger_t logFunction);
+  ncclResult_t (*devices)(int* ndev);
+  ncclResult_t (*getRmaProperties)(void* collComm, ncclRmaProperties_v16_t* rmaProps);
+  ncclResult_t (*getProperties)(int dev, ncclNetProperties_v12_t* props);
+  ncclResult_t (*listen)(void* ctx, int dev, void* handle, void** listenComm);
+  ncclResult_t (*connect)(void* ctx, void* handles[], int nranks, int rank, void* listenComm,
+                          void** collComm);
+  ncclResult_t (*createContext)(void* collComm, ncclRmaConfig_v16_t* config, void** rmaCtx);
+  ncclResult_t (*regMrSym)(void* collComm, void* data, size_t size, int type, uint64_t mrFlags,
+                           void** mhandle);
+  ncclResult_t (*regMrSymDmaBuf)(void* collComm, void* data, size_t size, int type, uint64_t offset,
+                                 int fd, uint64_t mrFlags, void** mhandle);
+  ncclResult_t (*deregMrSym)(void* collComm, void* mhandle);
+  ncclResult_t (*destroyContext)(void* rmaCtx);
+  ncclResult_t (*closeColl)(void* collComm);
+  ncclResult_t (*closeListen)(void* listenComm);
+  ncclResult_t (*iput)(void* rmaCtx, int context, uint64_t srcOff, void* srcMhandle, size_t size,
+                       uint64_t dstOff, void* dstMhandle, uint32_t rank, uint32_t optFlags,
+                       void** request);
+  ncclResult_t (*iputSignal)(void* rmaCtx, int context, uint64_t srcOff, void* srcMhandle,
+                             size_t size, uint64_t dstOff, void* dstMhandle, uint32_t rank,
+                             uint64_t signalOff, void* signalMhandle, uint64_t signalValue,
+                             uint32_t signalOp, bool isStrongSignal, uint32_t optFlags,
+                             void** request);
+  ncclResult_t (*iget)(void* rmaCtx, int context, uint64_t remoteOff, void* remoteMhandle,
+                       size_t size, uint64_t localOff, void* localMhandle, uint32_t rank,
+                       uint32_t optFlags, void** request);
+  ncclResult_t (*iflush)(void* rmaCtx, int context, void* mhandle, uint32_t rank, void** request);
+  ncclResult_t (*test)(void* collComm, void* request, int* done);
+  ncclResult_t (*rmaProgress)(void* rmaCtx);
+  ncclResult_t (*queryLastError)(void* rmaCtx, bool* hasError);
+  ncclResult_t (*finalize)(void* ctx);
+} ncclRma_v16_t;
+
+// RMA v17: v16 with the context's peers listed instead of a rank stride.
+typedef struct {
+  int nContexts;
+  int trafficClass;
+  int* peerArray;      // the ranks this context addresses
+  int peerArrayCount;  // entries of peerArray (0: none)
+} ncclRmaConfig_v17_t;
+
+typedef struct {
+  const char* name;
+  ncclResult_t (*init)(void** ctx, uint64_t commId, ncclDebugLogger_t logFunction);
+  ncclResult_t (*devices)(int* ndev);
+  ncclResult_t (*getRmaProperties)(void* collComm, ncclRmaProperties_v16_t* rmaProps);
+  ncclResult_t (*getProperties)(int dev, ncclNetProperties_v12_t* props);
+  ncclResult_t (*listen)(void* ctx, int dev, void* handle, void** listenComm);
+  ncclResult_t (*connect)(void* ctx, void* handles[], int nranks, int rank, void* listenComm,
+                          void** collComm);
+  ncclResult_t (*createContext)(void* collComm, ncclRmaConfig_v17_t* config, void** rmaCtx);
+  ncclResult_t (*regMrSym)(void* collComm, void* data, size_t size, int type, uint64_t mrFlags,
+                           void** mhandle);
+  ncclResult_t (*regMrSymDmaBuf)(void* collComm, void* data, size_t size, int type, uint64_t offset,
+                                 int fd, uint64_t mrFlags, void** mhandle);
+  ncclResult_t (*deregMrSym)(void* collComm, void* mhandle);
+  ncclResult_t (*destroyContext)(void* rmaCtx);
+  ncclResult_t (*closeColl)(void* collComm);
+  ncclResult_t (*closeListen)(void* listenComm);
+  ncclResult_t (*iput)(void* rmaCtx, int context, uint64_t srcOff, void* srcMhandle, size_t size,
+                       uint64_t dstOff, void* dstMhandle, uint32_t rank, uint32_t optFlags,
+                       void** request);
+  ncclResult_t (*iputSignal)(void* rmaCtx, int context, uint64_t srcOff, void* srcMhandle,
+                             size_t size, uint64_t dstOff, void* dstMhandle, uint32_t rank,
+                             uint64_t signalOff, void* signalMhandle, uint64_t signalValue,
+                             uint32_t signalOp, bool isStrongSignal, uint32_t optFlags,
+                             void** request);
+  ncclResult_t (*iget)(void* rmaCtx, int context, uint64_t remoteOff, void* remoteMhandle,
+                       size_t size, uint64_t localOff, void* localMhandle, uint32_t rank,
+                       uint32_t optFlags, void** request);
+  ncclResult_t (*iflush)(void* rmaCtx, int context, void* mhandle, uint32_t rank, void** request);
+  ncclResult_t (*test)(void* collComm, void* request, int* done);
+  ncclResult_t (*rmaProgress)(void* rmaCtx);
+  ncclResult_t (*queryLastError)(void* rmaCtx, bool* hasError);
+  ncclResult_t (*finalize)(void* ctx);
+} ncclRma_v17_t;
+
 }  // extern "C"

@@ -11,6 +11,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "nccl/types.h"
 #include "weft/transport.h"
@@ -21,6 +22,9 @@ struct RmaContextConfig {
   int contexts = 1;        // ordering channels in the block, >= 1
   int traffic_class = -1;  // -1: undefined
   int rank_stride = 1;     // only ranks r with (r - rank) % stride == 0 are addressed
+  // RMA v17: the ranks addressed, listed (instead of the stride).
+  bool listed_peers = false;
+  std::vector<int> peers;
 };
 
 // A signal bundled with a put: a 64-bit add at `offset` in `rank`'s copy of

@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "nccl/one_sided.h"
 
@@ -23,14 +24,18 @@ struct RmaTarget {
 
 class RmaClient {
  public:
-  // `which`: rma14, rma13, gin13, gin12 or gin11. Loads `path` with
-  // RTLD_LOCAL; false and `error` when the symbol is missing.
+  // `which`: rma17, rma16, rma15, rma14, rma13, gin13, gin12 or gin11.
+  // Loads `path` with RTLD_LOCAL; false and `error` when the symbol is
+  // missing.
   bool load(const std::string& path, const std::string& which, std::string* error);
   const std::string& symbol() const { return symbol_; }
   int version() const { return version_; }
   bool has_contexts() const { return version_ >= 13; }
   bool has_get() const { return version_ >= 13; }
   bool has_strength() const { return version_ >= 14; }
+  bool has_rma_properties() const { return version_ >= 16; }
+  // v15+: the optFlags every iput/iputSignal/iget passes (0 by default).
+  void set_opt_flags(uint32_t flags) { opt_flags_ = flags; }
 
   // `logger` may be nullptr (the plugin's log is dropped).
   ncclResult_t init(void** ctx, ncclDebugLogger_t logger = nullptr) const;
@@ -42,8 +47,14 @@ class RmaClient {
                        void** comm) const;
   ncclResult_t close_listen(void* listen_comm) const;
   ncclResult_t close_coll(void* comm) const;
-  // v11/v12: no call, the comm is the target.
-  ncclResult_t create_context(void* comm, int contexts, int rank_stride, RmaTarget* target) const;
+  // Every rank of `nranks` addressed (v14-v16: rank stride 1, v17: all
+  // listed). v11/v12: no call, the comm is the target.
+  ncclResult_t create_context(void* comm, int contexts, int nranks, RmaTarget* target) const;
+  // v17: a context addressing only `peers` (ncclInvalidUsage before).
+  ncclResult_t create_context_with_peers(void* comm, int contexts, const std::vector<int>& peers,
+                                         RmaTarget* target) const;
+  // v16+: getRmaProperties; ncclInvalidUsage before.
+  ncclResult_t rma_properties(void* comm, bool* flushes_all_puts_on_any_signal) const;
   ncclResult_t destroy_context(const RmaTarget& target) const;
   ncclResult_t reg(void* comm, void* data, size_t size, int type, uint64_t flags,
                    void** mhandle) const;
@@ -64,12 +75,15 @@ class RmaClient {
   ncclResult_t query_last_error(const RmaTarget& target, bool* has_error) const;
 
  private:
+  // Calls f with the loaded table, typed by its version (RMA v13 has the
+  // GIN v13 layout).
+  template <class F>
+  ncclResult_t visit(F&& f) const;
+
   std::string symbol_;
   int version_ = 0;
-  const ncclGin_v11_t* v11_ = nullptr;
-  const ncclGin_v12_t* v12_ = nullptr;
-  const ncclGin_v13_t* v13_ = nullptr;
-  const ncclRma_v14_t* v14_ = nullptr;
+  const void* table_ = nullptr;
+  uint32_t opt_flags_ = 0;
 };
 
 }  // namespace weft

@@ -117,7 +117,7 @@ std::string Session::close() {
 }
 
 std::string Session::make_target(int contexts, RmaTarget* target) {
-  ncclResult_t r = table_.create_context(comm_, contexts, 1, target);
+  ncclResult_t r = table_.create_context(comm_, contexts, team_.size(), target);
   if (r != ncclSuccess) return failed_call("createContext", r);
   if (table_.has_contexts() && target->context == nullptr) return "createContext gave no context";
   return "";

@@ -40,6 +40,7 @@ class Session {
   std::string close();
 
   const RmaClient& table() const { return table_; }
+  RmaClient& mutable_table() { return table_; }  // to set optFlags (v15+)
   void* comm() const { return comm_; }
   Team& team() { return team_; }
   // The comm itself (v11/v12) or a block made with `contexts`.

@@ -594,12 +594,47 @@ TEST_CASE("bad arguments are refused with ncclInvalidArgument", "[rma][errors]")
     RT_TRY(expect_invalid("regMrSym of nothing",
                           table.reg(session.comm(), nullptr, 0, NCCL_PTR_HOST, 0, &request),
                           request));
+    const uint32_t me = static_cast<uint32_t>(team.rank());
+    if (table.version() >= 15) {
+      // optFlags: bits beyond "aggregate requests" are refused.
+      RmaClient& flagged = session.mutable_table();
+      flagged.set_opt_flags(0x2);
+      RT_TRY(expect_invalid("iput with optFlags 0x2",
+                            flagged.put(target, 0, 0, mr, 8, 0, mr, me, &request), request));
+      RT_TRY(expect_invalid("iget with optFlags 0x2",
+                            flagged.get(target, 0, 0, mr, 8, 0, mr, me, &request), request));
+      // The good put below asks for aggregation, which changes nothing.
+      flagged.set_opt_flags(NCCL_RMA_OPT_FLAGS_AGGREGATE_REQUESTS);
+    }
+    if (table.has_rma_properties()) {
+      bool flushes_all = true;
+      RT_CALL("getRmaProperties", table.rma_properties(session.comm(), &flushes_all));
+      // A signal covers its own channel's puts only.
+      if (flushes_all) return "getRmaProperties says any signal flushes every put";
+    }
+    if (table.version() == 17) {
+      // A context of this rank alone: another rank is not one of its peers.
+      RmaTarget alone;
+      RT_CALL("createContext",
+              table.create_context_with_peers(session.comm(), 1, {static_cast<int>(me)}, &alone));
+      if (n > 1) {
+        RT_TRY(expect_invalid("iput to a rank outside the context's peers",
+                              table.put(alone, 0, 0, mr, 8, 0, mr, (me + 1) % n, &request),
+                              request));
+      }
+      RT_CALL("destroyContext", table.destroy_context(alone));
+      RmaTarget bad;
+      RT_TRY(expect_invalid(
+          "createContext with peer n",
+          table.create_context_with_peers(session.comm(), 1, {static_cast<int>(n)}, &bad),
+          bad.context));
+    }
     // Still usable: an 8-byte put to itself.
     fill_pattern(buffer.data, 8, team.rank(), team.rank(), 3);
-    RT_CALL("iput",
-            table.put(target, 0, 0, mr, 8, 64, mr, static_cast<uint32_t>(team.rank()), &request));
+    RT_CALL("iput", table.put(target, 0, 0, mr, 8, 64, mr, me, &request));
     RT_TRY(session.wait(target, request, "iput to itself"));
     RT_TRY(check_pattern(buffer.data + 64, 8, team.rank(), team.rank(), 3));
+    session.mutable_table().set_opt_flags(0);
     RT_TRY(session.barrier(target));
     RT_TRY(regions.release());
     RT_CALL("destroyContext", table.destroy_context(target));

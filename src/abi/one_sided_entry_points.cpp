@@ -290,4 +290,23 @@ ncclResult_t rma_query_last_error(void* block, bool* has_error) {
   });
 }
 
+ncclResult_t rma_get_rma_properties(void* coll_comm, bool* flushes_all_puts_on_any_signal) {
+  return guarded("getRmaProperties", [&] {
+    if (flushes_all_puts_on_any_signal == nullptr) return ncclInvalidArgument;
+    if (rma_comm(coll_comm, "getRmaProperties") == nullptr) return ncclInvalidArgument;
+    // A signal makes visible the puts of its own channel (context, sender)
+    // only: NCCL keeps its per-peer flushes.
+    *flushes_all_puts_on_any_signal = false;
+    return ncclSuccess;
+  });
+}
+
+bool rma_opt_flags_valid(uint32_t flags, const char* what) {
+  // Aggregation is a hint weft takes as "more may follow" and does not act
+  // on (docs/one-sided.md): the operation is posted as it comes.
+  if ((flags & ~static_cast<uint32_t>(NCCL_RMA_OPT_FLAGS_AGGREGATE_REQUESTS)) == 0) return true;
+  WEFT_WARN("%s: optFlags 0x%x has bits weft does not know (0x1: aggregate requests)", what, flags);
+  return false;
+}
+
 }  // namespace weft::abi

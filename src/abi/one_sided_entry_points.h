@@ -60,5 +60,10 @@ ncclResult_t rma_test(void* coll_comm, void* request, int* done);
 ncclResult_t rma_progress(void* block);
 ncclResult_t rma_comm_progress(void* coll_comm);
 ncclResult_t rma_query_last_error(void* block, bool* has_error);
+// RMA v16+: what a signal makes visible, for the comm.
+ncclResult_t rma_get_rma_properties(void* coll_comm, bool* flushes_all_puts_on_any_signal);
+// RMA v15+: optFlags of iput/iputSignal/iget; false (logged) for bits
+// weft does not know.
+bool rma_opt_flags_valid(uint32_t flags, const char* what);
 
 }  // namespace weft::abi

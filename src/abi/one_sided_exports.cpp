@@ -1,7 +1,8 @@
-// The exported one-sided tables: ncclRmaPlugin_v14 (NCCL 2.30.7), the v13
-// layout as ncclRmaPlugin_v13 and ncclGinPlugin_v13 (2.30.3-2.30.4, and
-// 2.30.7's fallback), ncclGinPlugin_v12 (2.29.7) and ncclGinPlugin_v11
-// (2.28.7-2.29.3). weft is a GIN proxy backend in every one of them: NCCL
+// The exported one-sided tables: ncclRmaPlugin_v15..v17 (NCCL after
+// 2.30.7: optFlags, getRmaProperties, listed peers), ncclRmaPlugin_v14
+// (2.30.7), the v13 layout as ncclRmaPlugin_v13 and ncclGinPlugin_v13
+// (2.30.3-2.30.4, and 2.30.7's fallback), ncclGinPlugin_v12 (2.29.7) and
+// ncclGinPlugin_v11 (2.28.7-2.29.3). weft is a GIN proxy backend in every one of them: NCCL
 // runs its own GPU-to-host queues and calls these host operations.
 // Device-direct GIN (ncclGinPlugin_v14) needs NCCL's own device code for
 // the NIC and is not offered (docs/one-sided.md). One template builds
@@ -23,7 +24,7 @@ int traffic_class_of(int value) {
   return value < 0 ? kUndefinedTrafficClass : value;
 }
 
-// V: 11, 12, 13 (GIN and RMA v13 share a layout), or 14 (RMA).
+// V: 11, 12, 13 (GIN and RMA v13 share a layout), or 14..17 (RMA).
 template <int V, typename Table, typename Props>
 constexpr Table make_one_sided() {
   Table table{};
@@ -79,7 +80,7 @@ constexpr Table make_one_sided() {
       config.traffic_class = traffic_class_of(in->trafficClass);
       return rma_create_context(coll_comm, config, ctx, dev_handle);
     };
-  } else {
+  } else if constexpr (V <= 16) {
     table.createContext = [](void* coll_comm, ncclRmaConfig_v14_t* in, void** ctx) {
       if (in == nullptr) return ncclInvalidArgument;
       RmaContextConfig config;
@@ -87,6 +88,25 @@ constexpr Table make_one_sided() {
       config.traffic_class = traffic_class_of(in->trafficClass);
       config.rank_stride = in->rankStride;
       return rma_create_context(coll_comm, config, ctx, nullptr);
+    };
+  } else {
+    table.createContext = [](void* coll_comm, ncclRmaConfig_v17_t* in, void** ctx) {
+      if (in == nullptr || in->peerArrayCount < 0 ||
+          (in->peerArrayCount > 0 && in->peerArray == nullptr)) {
+        return ncclInvalidArgument;
+      }
+      RmaContextConfig config;
+      config.contexts = in->nContexts;
+      config.traffic_class = traffic_class_of(in->trafficClass);
+      config.listed_peers = true;
+      config.peers.assign(in->peerArray, in->peerArray + in->peerArrayCount);
+      return rma_create_context(coll_comm, config, ctx, nullptr);
+    };
+  }
+  if constexpr (V >= 16) {
+    table.getRmaProperties = [](void* coll_comm, ncclRmaProperties_v16_t* props) {
+      if (props == nullptr) return ncclInvalidArgument;
+      return rma_get_rma_properties(coll_comm, &props->flushesAllPutsOnAnySignal);
     };
   }
 
@@ -143,6 +163,34 @@ constexpr Table make_one_sided() {
     table.ginProgress = rma_comm_progress;
     // Proxy mode reads NCCL's own error flag; a block made here reports its own.
     table.queryLastError = rma_query_last_error;
+  } else if constexpr (V >= 15) {
+    table.iput = [](void* ctx, int context, uint64_t src_off, void* src, size_t size,
+                    uint64_t dst_off, void* dst, uint32_t rank, uint32_t opt_flags,
+                    void** request) {
+      if (!rma_opt_flags_valid(opt_flags, "iput")) return ncclInvalidArgument;
+      return rma_put(ctx, context, PutArgs{src_off, src, size, dst_off, dst, rank}, nullptr,
+                     request);
+    };
+    table.iputSignal = [](void* ctx, int context, uint64_t src_off, void* src, size_t size,
+                          uint64_t dst_off, void* dst, uint32_t rank, uint64_t signal_off,
+                          void* signal_region, uint64_t value, uint32_t op, bool strong,
+                          uint32_t opt_flags, void** request) {
+      if (!rma_opt_flags_valid(opt_flags, "iputSignal")) return ncclInvalidArgument;
+      SignalArgs signal{signal_off, signal_region, value, op, strong};
+      return rma_put(ctx, context, PutArgs{src_off, src, size, dst_off, dst, rank}, &signal,
+                     request);
+    };
+    table.iget = [](void* ctx, int context, uint64_t remote_off, void* remote, size_t size,
+                    uint64_t local_off, void* local, uint32_t rank, uint32_t opt_flags,
+                    void** request) {
+      if (!rma_opt_flags_valid(opt_flags, "iget")) return ncclInvalidArgument;
+      return rma_get(ctx, context, remote_off, remote, size, local_off, local, rank, request);
+    };
+    table.rmaProgress = rma_progress;
+    table.iflush = [](void* ctx, int context, void*, uint32_t rank, void** request) {
+      return rma_flush(ctx, context, rank, request);
+    };
+    table.queryLastError = rma_query_last_error;
   } else {
     table.iput = [](void* ctx, int context, uint64_t src_off, void* src, size_t size,
                     uint64_t dst_off, void* dst, uint32_t rank, void** request) {
@@ -194,4 +242,10 @@ __attribute__((visibility("default"))) extern const ncclRma_v13_t ncclRmaPlugin_
     make_one_sided<13, ncclRma_v13_t, ncclNetProperties_v12_t>();
 __attribute__((visibility("default"))) extern const ncclRma_v14_t ncclRmaPlugin_v14 =
     make_one_sided<14, ncclRma_v14_t, ncclNetProperties_v12_t>();
+__attribute__((visibility("default"))) extern const ncclRma_v15_t ncclRmaPlugin_v15 =
+    make_one_sided<15, ncclRma_v15_t, ncclNetProperties_v12_t>();
+__attribute__((visibility("default"))) extern const ncclRma_v16_t ncclRmaPlugin_v16 =
+    make_one_sided<16, ncclRma_v16_t, ncclNetProperties_v12_t>();
+__attribute__((visibility("default"))) extern const ncclRma_v17_t ncclRmaPlugin_v17 =
+    make_one_sided<17, ncclRma_v17_t, ncclNetProperties_v12_t>();
 }

@@ -158,9 +158,14 @@ class RmaBlock final : public RmaBlockBase {
         wire_(wire),
         contexts_(config.contexts),
         ranks_(comm.rank_count()),
-        rank_stride_(config.rank_stride),
+        rank_stride_(config.listed_peers ? 0 : config.rank_stride),
+        reachable_(static_cast<size_t>(comm.rank_count()), config.listed_peers ? 0 : 1),
         channels_(new Channel[static_cast<size_t>(config.contexts) * comm.rank_count()]) {
     blocked_.reserve(static_cast<size_t>(contexts_) * ranks_);
+    for (int r = 0; r < ranks_; ++r) {
+      if (rank_stride_ > 0 && (r - comm.rank()) % rank_stride_ != 0) reachable_[r] = 0;
+    }
+    for (int peer : config.peers) reachable_[static_cast<size_t>(peer)] = 1;
   }
   ~RmaBlock() override {
     if (operands_region_ != nullptr) wire_.deregister_operands(operands_region_);
@@ -294,10 +299,13 @@ class RmaBlock final : public RmaBlockBase {
       WEFT_WARN("%s: rank %u outside the comm's 0..%d", what, rank, ranks_ - 1);
       return nullptr;
     }
-    int distance = static_cast<int>(rank) - comm_.rank();
-    if (distance % rank_stride_ != 0) {
-      WEFT_WARN("%s: rank %u is not reachable from rank %d with this block's rank stride %d", what,
-                rank, comm_.rank(), rank_stride_);
+    if (!reachable_[rank]) {
+      if (rank_stride_ > 0) {
+        WEFT_WARN("%s: rank %u is not reachable from rank %d with this block's rank stride %d",
+                  what, rank, comm_.rank(), rank_stride_);
+      } else {
+        WEFT_WARN("%s: rank %u is not among this block's peers", what, rank);
+      }
       return nullptr;
     }
     return &channels_[static_cast<size_t>(context) * ranks_ + rank];
@@ -494,7 +502,8 @@ class RmaBlock final : public RmaBlockBase {
   Wire& wire_;
   int contexts_;
   int ranks_;
-  int rank_stride_;
+  int rank_stride_;                      // 0: peers listed (RMA v17)
+  std::vector<uint8_t> reachable_;       // by rank
   std::unique_ptr<Channel[]> channels_;  // [context * ranks + rank]
   std::vector<Channel*> blocked_;        // channels with waiting requests
   std::mutex mutex_;

@@ -139,7 +139,17 @@ ncclResult_t SymmetricComm::create_context(const RmaContextConfig& config, RmaCo
               device_name().c_str(), config.contexts);
     return ncclInvalidArgument;
   }
-  if (config.rank_stride < 1 || rank_count() % config.rank_stride != 0) {
+  if (config.listed_peers) {
+    std::vector<bool> seen(static_cast<size_t>(rank_count()), false);
+    for (int peer : config.peers) {
+      if (peer < 0 || peer >= rank_count() || seen[static_cast<size_t>(peer)]) {
+        WEFT_WARN("createContext on %s: peer %d is %s", device_name().c_str(), peer,
+                  peer < 0 || peer >= rank_count() ? "not a rank of the comm" : "listed twice");
+        return ncclInvalidArgument;
+      }
+      seen[static_cast<size_t>(peer)] = true;
+    }
+  } else if (config.rank_stride < 1 || rank_count() % config.rank_stride != 0) {
     WEFT_WARN("createContext on %s: rank stride %d does not divide %d ranks", device_name().c_str(),
               config.rank_stride, rank_count());
     return ncclInvalidArgument;

@@ -3,6 +3,8 @@
 #include <dlfcn.h>
 
 #include <climits>
+#include <type_traits>
+#include <vector>
 
 namespace weft {
 namespace {
@@ -17,16 +19,17 @@ bool RmaClient::load(const std::string& path, const std::string& which, std::str
     const char* symbol;
     int version;
   };
-  static constexpr Choice kChoices[] = {{"rma14", "ncclRmaPlugin_v14", 14},
-                                        {"rma13", "ncclRmaPlugin_v13", 13},
-                                        {"gin13", "ncclGinPlugin_v13", 13},
-                                        {"gin12", "ncclGinPlugin_v12", 12},
-                                        {"gin11", "ncclGinPlugin_v11", 11}};
+  static constexpr Choice kChoices[] = {
+      {"rma17", "ncclRmaPlugin_v17", 17}, {"rma16", "ncclRmaPlugin_v16", 16},
+      {"rma15", "ncclRmaPlugin_v15", 15}, {"rma14", "ncclRmaPlugin_v14", 14},
+      {"rma13", "ncclRmaPlugin_v13", 13}, {"gin13", "ncclGinPlugin_v13", 13},
+      {"gin12", "ncclGinPlugin_v12", 12}, {"gin11", "ncclGinPlugin_v11", 11}};
   const Choice* choice = nullptr;
   for (const Choice& c : kChoices)
     if (which == c.name) choice = &c;
   if (choice == nullptr) {
-    *error = "unknown table '" + which + "' (rma14, rma13, gin13, gin12, gin11)";
+    *error =
+        "unknown table '" + which + "' (rma17, rma16, rma15, rma14, rma13, gin13, gin12, gin11)";
     return false;
   }
   void* library = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
@@ -41,202 +44,262 @@ bool RmaClient::load(const std::string& path, const std::string& which, std::str
   }
   symbol_ = choice->symbol;
   version_ = choice->version;
-  switch (version_) {
-    case 11:
-      v11_ = static_cast<const ncclGin_v11_t*>(table);
-      break;
-    case 12:
-      v12_ = static_cast<const ncclGin_v12_t*>(table);
-      break;
-    case 13:
-      v13_ = static_cast<const ncclGin_v13_t*>(table);
-      break;
-    default:
-      v14_ = static_cast<const ncclRma_v14_t*>(table);
-      break;
-  }
+  table_ = table;
   return true;
 }
 
-// Calls the member of whichever table is loaded.
-#define WEFT_RMA_CALL(member, ...)               \
-  (v14_ != nullptr   ? v14_->member(__VA_ARGS__) \
-   : v13_ != nullptr ? v13_->member(__VA_ARGS__) \
-   : v12_ != nullptr ? v12_->member(__VA_ARGS__) \
-                     : v11_->member(__VA_ARGS__))
+template <class F>
+ncclResult_t RmaClient::visit(F&& f) const {
+  switch (version_) {
+    case 11:
+      return f(static_cast<const ncclGin_v11_t*>(table_));
+    case 12:
+      return f(static_cast<const ncclGin_v12_t*>(table_));
+    case 13:
+      return f(static_cast<const ncclGin_v13_t*>(table_));
+    case 14:
+      return f(static_cast<const ncclRma_v14_t*>(table_));
+    case 15:
+      return f(static_cast<const ncclRma_v15_t*>(table_));
+    case 16:
+      return f(static_cast<const ncclRma_v16_t*>(table_));
+    case 17:
+      return f(static_cast<const ncclRma_v17_t*>(table_));
+    default:
+      return ncclInvalidUsage;  // nothing loaded
+  }
+}
 
 ncclResult_t RmaClient::init(void** ctx, ncclDebugLogger_t logger) const {
   // NCCL passes its communicator's hash; any fixed value serves here.
-  return WEFT_RMA_CALL(init, ctx, 0x1234, logger != nullptr ? logger : quiet_logger);
+  return visit(
+      [&](auto* t) { return t->init(ctx, 0x1234, logger != nullptr ? logger : quiet_logger); });
 }
 ncclResult_t RmaClient::finalize(void* ctx) const {
-  return WEFT_RMA_CALL(finalize, ctx);
+  return visit([&](auto* t) { return t->finalize(ctx); });
 }
 ncclResult_t RmaClient::devices(int* ndev) const {
-  return WEFT_RMA_CALL(devices, ndev);
+  return visit([&](auto* t) { return t->devices(ndev); });
 }
 
 ncclResult_t RmaClient::properties(int dev, int* device_type, int* max_recvs,
                                    int* ptr_support) const {
-  ncclResult_t result;
-  if (version_ <= 12) {
-    ncclNetProperties_v11_t props{};
-    result = v12_ != nullptr ? v12_->getProperties(dev, &props) : v11_->getProperties(dev, &props);
+  return visit([&](auto* t) {
+    std::conditional_t < requires {
+      t->iget;
+    }
+    , ncclNetProperties_v12_t, ncclNetProperties_v11_t > props{};
+    ncclResult_t result = t->getProperties(dev, &props);
     *device_type = props.netDeviceType;
     *max_recvs = props.maxRecvs;
     *ptr_support = props.ptrSupport;
-  } else {
-    ncclNetProperties_v12_t props{};
-    result = v14_ != nullptr ? v14_->getProperties(dev, &props) : v13_->getProperties(dev, &props);
-    *device_type = props.netDeviceType;
-    *max_recvs = props.maxRecvs;
-    *ptr_support = props.ptrSupport;
-  }
-  return result;
+    return result;
+  });
 }
 
 ncclResult_t RmaClient::listen(void* ctx, int dev, void* handle, void** listen_comm) const {
-  return WEFT_RMA_CALL(listen, ctx, dev, handle, listen_comm);
+  return visit([&](auto* t) { return t->listen(ctx, dev, handle, listen_comm); });
 }
 
 ncclResult_t RmaClient::connect(void* ctx, void** handles, int nranks, int rank, void* listen_comm,
                                 void** comm) const {
-  if (v12_ != nullptr) return v12_->connect(ctx, handles, nranks, rank, 1, 0, listen_comm, comm);
-  if (v14_ != nullptr) return v14_->connect(ctx, handles, nranks, rank, listen_comm, comm);
-  if (v13_ != nullptr) return v13_->connect(ctx, handles, nranks, rank, listen_comm, comm);
-  return v11_->connect(ctx, handles, nranks, rank, listen_comm, comm);
+  return visit([&](auto* t) {
+    if constexpr (std::is_same_v<std::decay_t<decltype(*t)>, ncclGin_v12_t>) {
+      return t->connect(ctx, handles, nranks, rank, 1, 0, listen_comm, comm);
+    } else {
+      return t->connect(ctx, handles, nranks, rank, listen_comm, comm);
+    }
+  });
 }
 
 ncclResult_t RmaClient::close_listen(void* listen_comm) const {
-  return WEFT_RMA_CALL(closeListen, listen_comm);
+  return visit([&](auto* t) { return t->closeListen(listen_comm); });
 }
 ncclResult_t RmaClient::close_coll(void* comm) const {
-  return WEFT_RMA_CALL(closeColl, comm);
+  return visit([&](auto* t) { return t->closeColl(comm); });
 }
 
-ncclResult_t RmaClient::create_context(void* comm, int contexts, int rank_stride,
+ncclResult_t RmaClient::create_context(void* comm, int contexts, int nranks,
                                        RmaTarget* target) const {
   target->comm = comm;
   target->context = nullptr;
-  if (v14_ != nullptr) {
-    ncclRmaConfig_v14_t config{contexts, INT_MIN, rank_stride};
-    return v14_->createContext(comm, &config, &target->context);
-  }
-  if (v13_ != nullptr) {
-    ncclGinConfig_v13_t config{0, 0, contexts, 0, -1};
-    ncclNetDeviceHandle_v11_t* device = nullptr;
-    ncclResult_t result = v13_->createContext(comm, &config, &target->context, &device);
-    if (result == ncclSuccess && (device == nullptr || device->netDeviceType != 2)) {
-      return ncclInternalError;  // NCCL needs a GIN proxy device handle back
+  return visit([&](auto* t) -> ncclResult_t {
+    using Table = std::decay_t<decltype(*t)>;
+    if constexpr (std::is_same_v<Table, ncclGin_v11_t> || std::is_same_v<Table, ncclGin_v12_t>) {
+      return ncclSuccess;
+    } else if constexpr (std::is_same_v<Table, ncclGin_v13_t>) {
+      ncclGinConfig_v13_t config{0, 0, contexts, 0, -1};
+      ncclNetDeviceHandle_v11_t* device = nullptr;
+      ncclResult_t result = t->createContext(comm, &config, &target->context, &device);
+      if (result == ncclSuccess && (device == nullptr || device->netDeviceType != 2)) {
+        return ncclInternalError;  // NCCL needs a GIN proxy device handle back
+      }
+      return result;
+    } else if constexpr (std::is_same_v<Table, ncclRma_v17_t>) {
+      std::vector<int> peers(static_cast<size_t>(nranks));
+      for (int r = 0; r < nranks; ++r) peers[static_cast<size_t>(r)] = r;
+      ncclRmaConfig_v17_t config{contexts, INT_MIN, peers.data(), nranks};
+      return t->createContext(comm, &config, &target->context);
+    } else {
+      ncclRmaConfig_v14_t config{contexts, INT_MIN, 1};
+      return t->createContext(comm, &config, &target->context);
     }
-    return result;
-  }
-  return ncclSuccess;
+  });
+}
+
+ncclResult_t RmaClient::create_context_with_peers(void* comm, int contexts,
+                                                  const std::vector<int>& peers,
+                                                  RmaTarget* target) const {
+  target->comm = comm;
+  target->context = nullptr;
+  if (version_ != 17) return ncclInvalidUsage;
+  std::vector<int> listed = peers;
+  ncclRmaConfig_v17_t config{contexts, INT_MIN, listed.data(), static_cast<int>(listed.size())};
+  return static_cast<const ncclRma_v17_t*>(table_)->createContext(comm, &config, &target->context);
+}
+
+ncclResult_t RmaClient::rma_properties(void* comm, bool* flushes_all_puts_on_any_signal) const {
+  return visit([&](auto* t) -> ncclResult_t {
+    if constexpr (requires { t->getRmaProperties; }) {
+      ncclRmaProperties_v16_t props{};
+      ncclResult_t result = t->getRmaProperties(comm, &props);
+      *flushes_all_puts_on_any_signal = props.flushesAllPutsOnAnySignal;
+      return result;
+    } else {
+      return ncclInvalidUsage;
+    }
+  });
 }
 
 ncclResult_t RmaClient::destroy_context(const RmaTarget& target) const {
   if (target.context == nullptr) return ncclSuccess;
-  return v14_ != nullptr ? v14_->destroyContext(target.context)
-                         : v13_->destroyContext(target.context);
+  return visit([&](auto* t) -> ncclResult_t {
+    if constexpr (requires { t->destroyContext(target.context); }) {
+      return t->destroyContext(target.context);
+    } else {
+      return ncclSuccess;
+    }
+  });
 }
 
 ncclResult_t RmaClient::reg(void* comm, void* data, size_t size, int type, uint64_t flags,
                             void** mhandle) const {
-  if (v14_ != nullptr) return v14_->regMrSym(comm, data, size, type, flags, mhandle);
-  void* gin_handle = nullptr;
-  ncclResult_t result =
-      v13_ != nullptr   ? v13_->regMrSym(comm, data, size, type, flags, mhandle, &gin_handle)
-      : v12_ != nullptr ? v12_->regMrSym(comm, data, size, type, flags, mhandle, &gin_handle)
-                        : v11_->regMrSym(comm, data, size, type, flags, mhandle, &gin_handle);
-  // NCCL's proxy queues mix the two: they must be one pointer.
-  if (result == ncclSuccess && gin_handle != *mhandle) return ncclInternalError;
-  return result;
+  return visit([&](auto* t) -> ncclResult_t {
+    if constexpr (requires { t->regMrSym(comm, data, size, type, flags, mhandle); }) {
+      return t->regMrSym(comm, data, size, type, flags, mhandle);
+    } else {
+      void* gin_handle = nullptr;
+      ncclResult_t result = t->regMrSym(comm, data, size, type, flags, mhandle, &gin_handle);
+      // NCCL's proxy queues mix the two: they must be one pointer.
+      if (result == ncclSuccess && gin_handle != *mhandle) return ncclInternalError;
+      return result;
+    }
+  });
 }
 
 ncclResult_t RmaClient::dereg(void* comm, void* mhandle) const {
-  return WEFT_RMA_CALL(deregMrSym, comm, mhandle);
+  return visit([&](auto* t) { return t->deregMrSym(comm, mhandle); });
 }
 
 ncclResult_t RmaClient::put(const RmaTarget& target, int context, uint64_t src_off, void* src,
                             size_t size, uint64_t dst_off, void* dst, uint32_t rank,
                             void** request) const {
-  if (v14_ != nullptr) {
-    return v14_->iput(target.context, context, src_off, src, size, dst_off, dst, rank, request);
-  }
-  if (v13_ != nullptr) {
-    return v13_->iput(target.context, context, src_off, src, size, dst_off, dst, rank, request);
-  }
-  if (v12_ != nullptr) {
-    return v12_->iput(target.comm, src_off, src, size, dst_off, dst, rank, context, request);
-  }
-  return v11_->iput(target.comm, src_off, src, size, dst_off, dst, rank, request);
+  return visit([&](auto* t) -> ncclResult_t {
+    using Table = std::decay_t<decltype(*t)>;
+    if constexpr (std::is_same_v<Table, ncclGin_v11_t>) {
+      return t->iput(target.comm, src_off, src, size, dst_off, dst, rank, request);
+    } else if constexpr (std::is_same_v<Table, ncclGin_v12_t>) {
+      return t->iput(target.comm, src_off, src, size, dst_off, dst, rank, context, request);
+    } else if constexpr (std::is_same_v<Table, ncclGin_v13_t> ||
+                         std::is_same_v<Table, ncclRma_v14_t>) {
+      return t->iput(target.context, context, src_off, src, size, dst_off, dst, rank, request);
+    } else {
+      return t->iput(target.context, context, src_off, src, size, dst_off, dst, rank, opt_flags_,
+                     request);
+    }
+  });
 }
 
 ncclResult_t RmaClient::put_signal(const RmaTarget& target, int context, uint64_t src_off,
                                    void* src, size_t size, uint64_t dst_off, void* dst,
                                    uint32_t rank, uint64_t signal_off, void* signal, uint64_t value,
                                    uint32_t op, bool strong, void** request) const {
-  if (v14_ != nullptr) {
-    return v14_->iputSignal(target.context, context, src_off, src, size, dst_off, dst, rank,
-                            signal_off, signal, value, op, strong, request);
-  }
-  if (v13_ != nullptr) {
-    return v13_->iputSignal(target.context, context, src_off, src, size, dst_off, dst, rank,
-                            signal_off, signal, value, op, request);
-  }
-  if (v12_ != nullptr) {
-    return v12_->iputSignal(target.comm, src_off, src, size, dst_off, dst, rank, signal_off, signal,
-                            value, op, context, request);
-  }
-  return v11_->iputSignal(target.comm, src_off, src, size, dst_off, dst, rank, signal_off, signal,
-                          value, op, request);
+  return visit([&](auto* t) -> ncclResult_t {
+    using Table = std::decay_t<decltype(*t)>;
+    if constexpr (std::is_same_v<Table, ncclGin_v11_t>) {
+      return t->iputSignal(target.comm, src_off, src, size, dst_off, dst, rank, signal_off, signal,
+                           value, op, request);
+    } else if constexpr (std::is_same_v<Table, ncclGin_v12_t>) {
+      return t->iputSignal(target.comm, src_off, src, size, dst_off, dst, rank, signal_off, signal,
+                           value, op, context, request);
+    } else if constexpr (std::is_same_v<Table, ncclGin_v13_t>) {
+      return t->iputSignal(target.context, context, src_off, src, size, dst_off, dst, rank,
+                           signal_off, signal, value, op, request);
+    } else if constexpr (std::is_same_v<Table, ncclRma_v14_t>) {
+      return t->iputSignal(target.context, context, src_off, src, size, dst_off, dst, rank,
+                           signal_off, signal, value, op, strong, request);
+    } else {
+      return t->iputSignal(target.context, context, src_off, src, size, dst_off, dst, rank,
+                           signal_off, signal, value, op, strong, opt_flags_, request);
+    }
+  });
 }
 
 ncclResult_t RmaClient::get(const RmaTarget& target, int context, uint64_t remote_off, void* remote,
                             size_t size, uint64_t local_off, void* local, uint32_t rank,
                             void** request) const {
-  if (v14_ != nullptr) {
-    return v14_->iget(target.context, context, remote_off, remote, size, local_off, local, rank,
-                      request);
-  }
-  if (v13_ != nullptr) {
-    return v13_->iget(target.context, context, remote_off, remote, size, local_off, local, rank,
-                      request);
-  }
-  return ncclInvalidUsage;
+  return visit([&](auto* t) -> ncclResult_t {
+    using Table = std::decay_t<decltype(*t)>;
+    if constexpr (std::is_same_v<Table, ncclGin_v11_t> || std::is_same_v<Table, ncclGin_v12_t>) {
+      return ncclInvalidUsage;
+    } else if constexpr (std::is_same_v<Table, ncclGin_v13_t> ||
+                         std::is_same_v<Table, ncclRma_v14_t>) {
+      return t->iget(target.context, context, remote_off, remote, size, local_off, local, rank,
+                     request);
+    } else {
+      return t->iget(target.context, context, remote_off, remote, size, local_off, local, rank,
+                     opt_flags_, request);
+    }
+  });
 }
 
 ncclResult_t RmaClient::flush(const RmaTarget& target, int context, void* mhandle, uint32_t rank,
                               void** request) const {
-  if (v14_ != nullptr) return v14_->iflush(target.context, context, mhandle, rank, request);
-  if (v13_ != nullptr) return v13_->iflush(target.context, context, mhandle, rank, request);
-  return ncclInvalidUsage;
+  return visit([&](auto* t) -> ncclResult_t {
+    if constexpr (requires { t->iflush; }) {
+      return t->iflush(target.context, context, mhandle, rank, request);
+    } else {
+      return ncclInvalidUsage;
+    }
+  });
 }
 
 ncclResult_t RmaClient::test(void* comm, void* request, int* done) const {
-  return WEFT_RMA_CALL(test, comm, request, done);
+  return visit([&](auto* t) { return t->test(comm, request, done); });
 }
 
 ncclResult_t RmaClient::progress(const RmaTarget& target) const {
-  if (v14_ != nullptr) {
-    return v14_->rmaProgress != nullptr ? v14_->rmaProgress(target.context) : ncclSuccess;
-  }
-  if (v13_ != nullptr) {
-    return v13_->ginProgress != nullptr ? v13_->ginProgress(target.context) : ncclSuccess;
-  }
-  if (v12_ != nullptr) {
-    return v12_->ginProgress != nullptr ? v12_->ginProgress(target.comm) : ncclSuccess;
-  }
-  return v11_->ginProgress != nullptr ? v11_->ginProgress(target.comm) : ncclSuccess;
+  return visit([&](auto* t) -> ncclResult_t {
+    if constexpr (requires { t->rmaProgress; }) {
+      return t->rmaProgress != nullptr ? t->rmaProgress(target.context) : ncclSuccess;
+    } else if constexpr (requires { t->iget; }) {  // GIN v13: per block
+      return t->ginProgress != nullptr ? t->ginProgress(target.context) : ncclSuccess;
+    } else {
+      return t->ginProgress != nullptr ? t->ginProgress(target.comm) : ncclSuccess;
+    }
+  });
 }
 
 ncclResult_t RmaClient::query_last_error(const RmaTarget& target, bool* has_error) const {
   *has_error = false;
   if (target.context == nullptr) return ncclSuccess;  // proxy mode: NCCL's own flag
-  if (v14_ != nullptr) return v14_->queryLastError(target.context, has_error);
-  return v13_->queryLastError(target.context, has_error);
+  return visit([&](auto* t) -> ncclResult_t {
+    if constexpr (requires { t->iget; }) {
+      return t->queryLastError(target.context, has_error);
+    } else {
+      return ncclSuccess;
+    }
+  });
 }
-
-#undef WEFT_RMA_CALL
 
 }  // namespace weft

@@ -313,8 +313,8 @@ Tests:
                          polls its word (raw: fi_writedata, the remote CQ
                          data as the signal); the data checked on each
   --rma-table T        one-sided tests: the plugin table to drive: rma14
-                       (ncclRmaPlugin_v14, default), rma13, gin13, gin12,
-                       gin11 (ncclGinPlugin_v11: no get)
+                       (ncclRmaPlugin_v14, default), rma17, rma16, rma15,
+                       rma13, gin13, gin12, gin11 (ncclGinPlugin_v11: no get)
   --comms N            comms (NCCL channels) to the peer, 1..256 (default 1);
                        bandwidth tests use all of them, latency comm 0
   --idle-comms N       open N more comm pairs (0..100000, default 0) that stay

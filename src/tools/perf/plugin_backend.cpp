@@ -232,7 +232,7 @@ class PluginBackend final : public Backend {
     ncclResult_t r = rma_.connect(rma_ctx_, handles, 2, rank, listen, &rma_comm_);
     rma_.close_listen(listen);
     check(rma_call("connect"), r);
-    check(rma_call("createContext"), rma_.create_context(rma_comm_, 1, 1, &target_));
+    check(rma_call("createContext"), rma_.create_context(rma_comm_, 1, 2, &target_));
     check(rma_call("regMrSym"), rma_.reg(rma_comm_, data, size, NCCL_PTR_HOST, 0, &window_mh_));
     window_ = data;
   }
