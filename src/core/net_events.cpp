@@ -10,10 +10,14 @@
 #include "weft/log.h"
 
 namespace weft {
+
+namespace detail {
+std::atomic<bool> g_net_profiler_on{false};
+}  // namespace detail
+
 namespace {
 
 std::atomic<ncclProfilerCallback_t> g_callback{nullptr};
-std::atomic<bool> g_on{false};
 
 constexpr int64_t kPluginId = NCCL_PROFILER_NET_TYPE_IB | NCCL_PROFILER_NET_IB_VER;
 // ibv_wr_opcode's IBV_WR_SEND and ibv_wc_opcode's IBV_WC_RECV: a message
@@ -76,14 +80,10 @@ void set_net_profiler(ncclProfilerCallback_t callback, const std::string& mode) 
   if (callback == nullptr) return;
   const bool on = mode == "on" || (mode == "auto" && profiler_plugin_named());
   g_callback.store(callback, std::memory_order_relaxed);
-  if (on && !g_on.exchange(true, std::memory_order_relaxed)) {
+  if (on && !detail::g_net_profiler_on.exchange(true, std::memory_order_relaxed)) {
     WEFT_INFO(NCCL_NET | NCCL_INIT, "network events for NCCL's profiler: on (WEFT_NET_PROFILER=%s)",
               mode.c_str());
   }
-}
-
-bool net_profiler_on() {
-  return g_on.load(std::memory_order_relaxed);
 }
 
 void start_send_event(Request& request, const Comm& comm, void* parent, size_t size) {

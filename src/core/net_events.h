@@ -7,6 +7,7 @@
 // test in test() and one flag test per share posted. docs/profiler.md.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <string>
 
@@ -17,7 +18,13 @@ namespace weft {
 // init (v10+): NCCL's callback, kept for the process (NCCL passes the
 // same one to every init). `mode`: the WEFT_NET_PROFILER value.
 void set_net_profiler(ncclProfilerCallback_t callback, const std::string& mode);
-bool net_profiler_on();
+namespace detail {
+extern std::atomic<bool> g_net_profiler_on;
+}
+// Inline: transports ask it for every send they post.
+inline bool net_profiler_on() {
+  return detail::g_net_profiler_on.load(std::memory_order_relaxed);
+}
 
 // After a successful isend / irecv that returned `request`: one event per
 // message whose parent handle is not NULL (NCCL's bootstrap passes NULL).

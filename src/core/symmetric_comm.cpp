@@ -26,7 +26,7 @@ const RmaRegion* SymmetricComm::region_of(void* mhandle, const char* what) const
   return region;
 }
 
-bool SymmetricComm::apply_signal(const RmaSignal& signal, const char* why_no_atomics) {
+bool SymmetricComm::apply_signal(const RmaSignal& signal, const std::string& lacks_atomics) {
   std::lock_guard<std::mutex> lock(regions_mutex_);
   for (RmaRegion* region : regions_) {
     if (region->id != signal.region) continue;
@@ -37,8 +37,9 @@ bool SymmetricComm::apply_signal(const RmaSignal& signal, const char* why_no_ato
     }
     if (region->type != NCCL_PTR_HOST) {
       WEFT_WARN(
-          "%s: rank %u signals GPU memory, which weft can add to only with remote atomics (%s)",
-          device_name().c_str(), signal.sender, why_no_atomics);
+          "%s: rank %u signals GPU memory, which weft can add to only with remote atomics (%s "
+          "has none)",
+          device_name().c_str(), signal.sender, lacks_atomics.c_str());
       return false;
     }
     auto* word = reinterpret_cast<uint64_t*>(region->base + signal.offset);

@@ -45,7 +45,9 @@ class SymmetricComm : public RmaComm {
   const RmaRegion* region_of(void* mhandle, const char* what) const;
   // Adds a signal message's value to this rank's copy of its region; false
   // (logged) when the message names no word of a host region of this comm.
-  bool apply_signal(const RmaSignal& signal, const char* why_no_atomics);
+  // `lacks_atomics`: what has no remote atomics (the provider, the device),
+  // named when a signal targets GPU memory. Allocates nothing.
+  bool apply_signal(const RmaSignal& signal, const std::string& lacks_atomics);
 
  protected:
   SymmetricComm(int rank, int rank_count) : rank_(rank), rank_count_(rank_count) {}

@@ -286,11 +286,6 @@ ncclResult_t OfiRmaComm::progress() {
   return result;
 }
 
-bool OfiRmaComm::apply_signal_message(const RmaSignal& signal) {
-  const std::string reason = "provider " + endpoint_->provider_name() + " has none";
-  return apply_signal(signal, reason.c_str());
-}
-
 ncclResult_t OfiRmaComm::register_local(void* data, size_t size, int type, int dmabuf_fd,
                                         uint64_t dmabuf_offset, void** local, void** descriptor,
                                         uint64_t* address, uint64_t* key) {

@@ -74,8 +74,6 @@ class OfiRmaComm final : public SymmetricComm, public RmaWire<OpContext> {
   void deregister_operands(void* region) override;
 
   Endpoint& endpoint() { return *endpoint_; }
-  // A signal message's value added to this rank's copy of its region.
-  bool apply_signal_message(const RmaSignal& signal);
 
  protected:
   ncclResult_t register_local(void* data, size_t size, int type, int dmabuf_fd,

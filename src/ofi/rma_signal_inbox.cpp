@@ -68,7 +68,7 @@ void RmaSignalInbox::on_complete(uint32_t slot, size_t length, const uint64_t*) 
                          static_cast<uint32_t>(comm_.rank_count()), &signal, &error)) {
     WEFT_WARN("%s: a signal message is refused: %s", comm_.device_name().c_str(), error.c_str());
   } else {
-    comm_.apply_signal_message(signal);
+    comm_.apply_signal(signal, comm_.endpoint().provider_name());
   }
   state_[slot].store(kConsumed, std::memory_order_release);
   consumed_.fetch_add(1, std::memory_order_acq_rel);

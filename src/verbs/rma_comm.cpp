@@ -458,7 +458,7 @@ void VerbsRmaComm::on_complete(uint32_t slot, size_t length, const uint64_t*) {
     WEFT_WARN("%s: a signal message from rank %u is refused: %s", device_name().c_str(),
               slot / kSignalSlots, error.c_str());
   } else {
-    apply_signal(signal, "this device has none");
+    apply_signal(signal, device_name());
   }
   if (post_signal_receive(slot) != ncclSuccess) {
     receive_failed_.store(true, std::memory_order_relaxed);
