@@ -3,6 +3,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <thread>
 
 #include "core/handle_header.h"
 #include "core/rma_connect.h"
@@ -181,6 +182,8 @@ ncclResult_t VerbsRmaComm::join(const std::vector<SocketAddress>& addresses,
         ++sent;
       }
     }
+    // Setup waits on sockets only: give the core to the peers meanwhile.
+    if (identified < self || sent < higher) std::this_thread::yield();
     if ((identified < self || sent < higher) && Clock::now() > deadline) {
       std::vector<bool> heard(greeted.begin(), greeted.end());
       heard[static_cast<size_t>(self)] = true;
@@ -286,6 +289,7 @@ bool VerbsRmaComm::trade(const std::vector<std::vector<uint8_t>>& out,
         return false;
       }
     }
+    if (remaining > 0) std::this_thread::yield();
     if (remaining > 0 && Clock::now() > deadline) {
       std::vector<bool> heard(received.begin(), received.end());
       warn_unheard(what, device_name(), self, timeout_ms_, unheard_ranks(heard, names_));
