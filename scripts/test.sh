@@ -31,7 +31,7 @@ jobs=${WEFT_TEST_JOBS:-2}
 status=0
 full_run=0
 # Tests labelled known-issue fail because of libfabric provider bugs
-# (README, known issues); run them with: ctest --preset default -L known-issue
+# (docs/known-issues.md); run them with: ctest --preset default -L known-issue
 if [ $# -eq 0 ]; then
   full_run=1
   set -- -LE known-issue

@@ -1,6 +1,7 @@
-// weft's one-sided interface, shaped after NCCL's RMA v14 table. The
-// exported ncclRmaPlugin_v13/v14 and ncclGinPlugin_v11..v13 tables are thin
-// adapters onto it (src/abi/one_sided_exports.cpp); docs/one-sided.md says
+// weft's one-sided interface, shaped after NCCL's RMA tables (v14, with
+// v17's listed peers). The exported ncclRmaPlugin_v13..v17 and
+// ncclGinPlugin_v11..v13 tables are thin
+// adapters onto it (src/abi/one_sided/exports.cpp); docs/one-sided.md says
 // what each NCCL version loads.
 //
 // A collective comm spans the N ranks whose listen handles NCCL gathered;
@@ -11,6 +12,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "nccl/types.h"
@@ -81,6 +83,22 @@ class RmaComm : public Comm {
 class RmaListenComm : public Comm {
  public:
   RmaListenComm() : Comm(CommKind::RmaListen) {}
+};
+
+// What a transport with one-sided operations implements
+// (Transport::one_sided()): the RMA and GIN tables' listen and connect.
+class OneSidedTransport {
+ public:
+  // Whether `dev` has one-sided operations; if not, why.
+  virtual bool rma_supported(int dev, std::string* why) const = 0;
+  virtual ncclResult_t rma_listen(int dev, void* handle, RmaListenComm** listen) = 0;
+  // Collective and blocking: returns once every rank answered (or an error
+  // naming those that did not).
+  virtual ncclResult_t rma_connect(void* const* handles, int nranks, int rank,
+                                   RmaListenComm* listen, RmaComm** comm) = 0;
+
+ protected:
+  ~OneSidedTransport() = default;
 };
 
 }  // namespace weft

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -22,6 +23,10 @@ bool parse_int_param(const ParamSpec& spec, std::string_view text, int64_t& out,
 // an optional B or iB ("4M", "4MiB", "4096B"), within [min, max].
 bool parse_size_param(const ParamSpec& spec, std::string_view text, uint64_t& out,
                       std::string& error);
+
+// The same without a range or a parameter to name: the bytes, or nothing
+// when `text` is not a size or does not fit in 64 bits (weft-perf's options).
+std::optional<uint64_t> parse_size(std::string_view text);
 
 // One of spec.choices, case-insensitive; `out` gets the table's spelling.
 bool parse_enum_param(const ParamSpec& spec, std::string_view text, std::string& out,

@@ -150,8 +150,7 @@ class ListenComm : public Comm {
   virtual ncclResult_t accept(RecvComm** recv_comm) = 0;
 };
 
-class RmaComm;
-class RmaListenComm;
+class OneSidedTransport;  // weft/one_sided.h
 
 class Transport {
  public:
@@ -175,25 +174,20 @@ class Transport {
   // holds per connection runs out).
   virtual std::string connection_budget_problem(const ConnectionHints&) { return ""; }
 
-  // One-sided (one_sided.h). Empty when this transport offers none on
-  // `dev`, with the reason in *why.
-  virtual bool rma_supported(int /*dev*/, std::string* why) const {
-    *why = std::string(name()) + " transport has no one-sided operations yet";
-    return false;
-  }
-  virtual ncclResult_t rma_listen(int /*dev*/, void* /*handle*/, RmaListenComm** /*listen*/) {
-    return ncclInvalidUsage;
-  }
-  // Collective and blocking: returns once every rank answered (or an error
-  // naming those that did not).
-  virtual ncclResult_t rma_connect(void* const* /*handles*/, int /*nranks*/, int /*rank*/,
-                                   RmaListenComm* /*listen*/, RmaComm** /*comm*/) {
-    return ncclInvalidUsage;
-  }
+  // NCCL's optional tables, each an interface of its own that a transport
+  // implements or not (null: it offers none). NCCL asks a table's
+  // `devices` first; weft then answers 0 and says why.
+  virtual OneSidedTransport* one_sided() { return nullptr; }
 };
 
-// Picks and opens the transport the parameters ask for. On failure logs why
-// (what was found, which variable to set) and returns an error.
-ncclResult_t make_transport(const Params& params, std::unique_ptr<Transport>* out);
+// A transport's answer to WEFT_TRANSPORT=auto: used on this node or not,
+// and why (abi/transport_table.h logs it as "candidate transport NAME
+// [LIBRARY]: used|not used: REASON").
+struct AutoChoice {
+  bool use = false;
+  std::string reason;
+  // When finding out already opened it (the verbs ports it discovered).
+  std::unique_ptr<Transport> opened;
+};
 
 }  // namespace weft

@@ -2,7 +2,7 @@
 
 #include <cstdlib>
 
-#include "weft/net_client.h"
+#include "weft_client/net_client.h"
 
 namespace weft::ft {
 namespace {

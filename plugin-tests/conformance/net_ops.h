@@ -13,7 +13,7 @@
 #include "check.h"
 #include "pattern.h"
 #include "plugin_under_test.h"
-#include "weft/net_client.h"
+#include "weft_client/net_client.h"
 
 namespace weft::ft {
 

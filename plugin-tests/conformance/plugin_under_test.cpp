@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <cstdlib>
 
-#include "weft/net_client.h"
+#include "weft_client/net_client.h"
 
 #ifndef WEFT_CONFORMANCE_DEFAULT_PLUGIN
 #error "WEFT_CONFORMANCE_DEFAULT_PLUGIN must name the default plugin .so"

@@ -5,7 +5,7 @@
 
 #include <cstddef>
 
-#include "weft/net_client.h"
+#include "weft_client/net_client.h"
 
 namespace weft::ft {
 

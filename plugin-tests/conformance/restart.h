@@ -8,7 +8,7 @@
 #include <memory>
 
 #include "two_rank.h"
-#include "weft/net_client.h"
+#include "weft_client/net_client.h"
 
 namespace weft::ft {
 

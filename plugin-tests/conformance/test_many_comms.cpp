@@ -82,7 +82,7 @@ constexpr size_t kWritten = 32u << 10;
 // receive queue holds 1,024 (docs/scale.md).
 // WEFT_TEST_WAVE overrides it: udp's rxd sometimes never delivers a
 // message that arrives as its receive is being posted, which each wave's
-// start invites (README, Known issues), so the udp flavour takes the round
+// start invites (docs/known-issues.md), so the udp flavour takes the round
 // in one wave.
 constexpr size_t kWave = 256;
 

@@ -98,9 +98,8 @@ ncclResult_t run_side(NetClient& c, void* comm, bool sender, std::vector<Buffer>
 }
 
 // weft names libfabric shm regions /dev/shm/weft-<pid>-..., and a process
-// that dies without closing its endpoints leaves them behind (README, known
-// issues). The survivor clears what its dead peer left, as an operator
-// would on a node where a job was killed.
+// that dies without closing its endpoints leaves them behind (docs/known-issues.md). The survivor
+// clears what its dead peer left, as an operator would on a node where a job was killed.
 bool process_dead(pid_t pid) {
   if (kill(pid, 0) != 0 && errno == ESRCH) return true;
   // A zombie (the harness reaps it later) holds nothing open any more.

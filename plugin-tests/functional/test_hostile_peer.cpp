@@ -1,5 +1,5 @@
 // A buggy or hostile peer must not hang, crash or corrupt its victim. One
-// rank plays the peer with WEFT_OFI_TEST_HOSTILE (ofi/wire_mutation.h):
+// rank plays the peer with WEFT_OFI_TEST_HOSTILE (ofi/test_aids/wire_mutation.h):
 // every message of one kind it sends has one field changed (slots,
 // sequence numbers, message indices, keys, addresses, sizes, rail counts,
 // tags). The other rank is an unchanged weft with one transfer posted. It

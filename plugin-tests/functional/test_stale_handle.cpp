@@ -7,7 +7,7 @@
 // of this process's closed endpoints with their unmapped regions: a forged
 // handle or the own closed listener crashed it inside fi_av_insert (1.17)
 // or at the first send (2.6). weft checks the region first
-// (src/ofi/peer_check.cpp) and names it when it refuses. tcp and udp end
+// (src/ofi/endpoint/peer_check.cpp) and names it when it refuses. tcp and udp end
 // at WEFT_CONNECT_TIMEOUT_MS with the peer named; efa when the device
 // gives up on the unanswered request, or at that timeout.
 #include <arpa/inet.h>

@@ -10,7 +10,7 @@
 #include "core/peer_links.h"
 #include "core/socket_address.h"
 #include "fuzz_util.h"
-#include "ofi/peer_check.h"
+#include "ofi/endpoint/peer_check.h"
 
 using namespace weft;
 

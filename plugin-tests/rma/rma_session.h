@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "rank_team.h"
-#include "weft/rma_client.h"
+#include "weft_client/rma_client.h"
 
 namespace weft::rt {
 

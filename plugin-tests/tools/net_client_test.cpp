@@ -1,6 +1,6 @@
 // NetClient against the built plugin: symbol lookup and the argument checks
 // it does itself before calling into a version (no fabric needed).
-#include "weft/net_client.h"
+#include "weft_client/net_client.h"
 
 #include <catch2/catch.hpp>
 #include <climits>

@@ -171,7 +171,7 @@ expect_error "server waits in vain" "no peer connected to .*:$port within 2 s" \
 # A peer that dies mid-run: the survivor stops with an error, no hang.
 # Not on shm: libfabric 1.17's shm keeps a spin lock inside the shared
 # region, and a peer killed while holding it leaves the survivor spinning in
-# fi_tsenddata forever (README, known issues).
+# fi_tsenddata forever (docs/known-issues.md).
 if [ "$PROV" = shm ]; then
   echo "skip: peer dies (shm: a killed peer can leave its region lock held; known issue)"
 else

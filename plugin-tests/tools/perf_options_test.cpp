@@ -5,8 +5,10 @@
 
 #include "errors.h"
 #include "options.h"
+#include "weft/param_parse.h"
 
 using namespace weft::perf;
+using weft::parse_size;
 
 namespace {
 

@@ -1,11 +1,11 @@
-#include "ofi/connection_messages.h"
+#include "ofi/comm/connection_messages.h"
 
 #include <catch2/catch.hpp>
 #include <cstring>
 #include <random>
 #include <vector>
 
-#include "ofi/tag_layout.h"
+#include "ofi/endpoint/tag_layout.h"
 
 using namespace weft::ofi;
 

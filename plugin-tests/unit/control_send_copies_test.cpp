@@ -1,4 +1,4 @@
-#include "ofi/control_send_copies.h"
+#include "ofi/endpoint/control_send_copies.h"
 
 #include <catch2/catch.hpp>
 #include <cstring>
@@ -7,10 +7,10 @@
 #include <thread>
 #include <vector>
 
-#include "core/slot_claims.h"
-#include "ofi/endpoint.h"
-#include "ofi/provider_discovery.h"
-#include "ofi/rdma_wire.h"
+#include "ofi/discovery/provider_discovery.h"
+#include "ofi/endpoint/endpoint.h"
+#include "ofi/endpoint/slot_claims.h"
+#include "ofi/rdma/rdma_wire.h"
 
 using namespace weft;
 using namespace weft::ofi;

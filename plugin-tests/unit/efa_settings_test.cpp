@@ -1,4 +1,4 @@
-#include "ofi/efa_settings.h"
+#include "ofi/endpoint/efa_settings.h"
 
 #include <rdma/fi_errno.h>
 
@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "core/line_order_guard.h"
-#include "ofi/provider_discovery.h"
+#include "ofi/discovery/provider_discovery.h"
 
 using namespace weft;
 using namespace weft::ofi;

@@ -1,4 +1,4 @@
-#include "ofi/message_matcher.h"
+#include "ofi/endpoint/message_matcher.h"
 
 #include <rdma/fi_errno.h>
 
@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "ofi/tag_layout.h"
+#include "ofi/endpoint/tag_layout.h"
 
 using namespace weft;
 using namespace weft::ofi;

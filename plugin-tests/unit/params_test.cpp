@@ -183,6 +183,21 @@ TEST_CASE("sizes and suffixes", "[unit][params]") {
         "WEFT_MAX_P2P_BYTES=\"1025G\" is out of range" + expected);
 }
 
+TEST_CASE("parse_size reads sizes as the parameters do, without a range", "[unit][params]") {
+  CHECK(weft::parse_size("0") == 0u);
+  CHECK(weft::parse_size("4MiB") == (4ull << 20));
+  CHECK(weft::parse_size("4mb") == (4ull << 20));
+  CHECK(weft::parse_size("8B") == 8u);
+  CHECK(weft::parse_size("16777215T") == (16777215ull << 40));
+  CHECK_FALSE(weft::parse_size("16777216T"));
+  CHECK_FALSE(weft::parse_size("18446744073709551616"));
+  CHECK_FALSE(weft::parse_size(""));
+  CHECK_FALSE(weft::parse_size("M"));
+  CHECK_FALSE(weft::parse_size("1.5M"));
+  CHECK_FALSE(weft::parse_size("-1"));
+  CHECK_FALSE(weft::parse_size("4Mx"));
+}
+
 TEST_CASE("size overflow is detected", "[unit][params]") {
   uint64_t value = 7;
   std::string error;

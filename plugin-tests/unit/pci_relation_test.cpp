@@ -1,4 +1,4 @@
-#include "core/pci_relation.h"
+#include "topology/pci_relation.h"
 
 #include <catch2/catch.hpp>
 

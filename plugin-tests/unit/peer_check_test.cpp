@@ -2,7 +2,7 @@
 // cannot leave /dev/shm, and region files made here in /dev/shm (genuine
 // in both known layouts, stale, truncated, forged) against a real shm
 // endpoint's region from the libfabric in use.
-#include "ofi/peer_check.h"
+#include "ofi/endpoint/peer_check.h"
 
 #include <fcntl.h>
 #include <rdma/fabric.h>

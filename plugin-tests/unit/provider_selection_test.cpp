@@ -1,11 +1,11 @@
 #include <catch2/catch.hpp>
 #include <cstdlib>
 
-#include "ofi/provider_discovery.h"
-#include "ofi/provider_quirks.h"
+#include "ofi/discovery/provider_discovery.h"
+#include "ofi/endpoint/provider_quirks.h"
 
-using weft::ofi::domain_selected;
 using weft::is_rdma_provider;
+using weft::ofi::domain_selected;
 using weft::ofi::preferred_rdma_provider;
 
 TEST_CASE("auto mode takes only RDMA-class providers", "[unit][ofi]") {

@@ -1,6 +1,6 @@
 // Which NICs form one device: ports of one card under pci, everything of a
 // fabric under all, nothing under off, never more than the rail limit.
-#include "core/rail_grouping.h"
+#include "ofi/discovery/rail_grouping.h"
 
 #include <catch2/catch.hpp>
 

@@ -1,12 +1,12 @@
 // The RDMA protocol's wire formats: round trips, and every malformed field
 // a buggy or hostile peer could send is refused with its reason.
-#include "ofi/rdma_wire.h"
+#include "ofi/rdma/rdma_wire.h"
 
 #include <catch2/catch.hpp>
 #include <cstdint>
 #include <cstring>
 
-#include "ofi/protocol_choice.h"
+#include "ofi/discovery/protocol_choice.h"
 
 using namespace weft::ofi;
 

@@ -1,9 +1,9 @@
-// core/request.h's PolledRequest and core/connection_fault.h: the rules
+// verbs/polled_request.h's PolledRequest and core/connection_fault.h: the rules
 // both transports' requests and connections follow.
 #include <catch2/catch.hpp>
 
 #include "core/connection_fault.h"
-#include "core/request.h"
+#include "verbs/polled_request.h"
 
 namespace {
 
@@ -17,7 +17,7 @@ struct FakeOwner final : weft::RequestOwner {
 
   int progress_calls = 0;
   ncclResult_t progress_result = ncclSuccess;
-  weft::PolledRequest<8>* complete_on_progress = nullptr;
+  weft::verbs::PolledRequest<8>* complete_on_progress = nullptr;
   std::vector<weft::Request*> recycled;
 };
 
@@ -26,7 +26,7 @@ struct FakeOwner final : weft::RequestOwner {
 TEST_CASE("a polled request drives its owner until done, then reports sizes once",
           "[unit][request]") {
   FakeOwner owner;
-  weft::PolledRequest<8> request;
+  weft::verbs::PolledRequest<8> request;
   request.start(&owner, 2);
   request.pending = 1;
   request.sizes[0] = 100;
@@ -54,7 +54,7 @@ TEST_CASE("a polled request drives its owner until done, then reports sizes once
 
 TEST_CASE("a polled request ends with its own failure or the connection's", "[unit][request]") {
   FakeOwner owner;
-  weft::PolledRequest<8> own_failure;
+  weft::verbs::PolledRequest<8> own_failure;
   own_failure.start(&owner, 1);
   own_failure.result = ncclInvalidUsage;  // e.g. truncated
   int done = -1;
@@ -63,7 +63,7 @@ TEST_CASE("a polled request ends with its own failure or the connection's", "[un
   CHECK(owner.progress_calls == 0);
   CHECK(owner.recycled.size() == 1);
 
-  weft::PolledRequest<8> pending;
+  weft::verbs::PolledRequest<8> pending;
   pending.start(&owner, 1);
   pending.pending = 1;
   owner.progress_result = ncclRemoteError;  // the connection failed

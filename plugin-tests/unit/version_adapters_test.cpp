@@ -1,4 +1,4 @@
-#include "abi/version_adapters.h"
+#include "abi/net/version_adapters.h"
 
 #include <catch2/catch.hpp>
 #include <cstring>

@@ -2,7 +2,7 @@
 // parameter's documentation lists them all, and the clear-to-send fields
 // it changes are ones the sender's decoder refuses (the live test,
 // functional.<flavour>.hostile, covers the rest).
-#include "ofi/wire_mutation.h"
+#include "ofi/test_aids/wire_mutation.h"
 
 #include <catch2/catch.hpp>
 #include <set>

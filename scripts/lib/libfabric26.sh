@@ -60,8 +60,8 @@ weft_build_libfabric26() {
   # unchanged. A system with newer headers builds against its own.
   local cppflags=() rdma_next=none
   if ! grep -q EFADV_DEVICE_ATTR_CAPS_RDMA_WRITE /usr/include/infiniband/efadv.h 2>/dev/null; then
-    cppflags+=("-I$_weft_lf26_repo/scripts/lib/rdma-core-next")
-    rdma_next=$(cat "$_weft_lf26_repo"/scripts/lib/rdma-core-next/infiniband/*.h | sha256sum | cut -d' ' -f1)
+    cppflags+=("-I$_weft_lf26_repo/build-shims/rdma-core-next")
+    rdma_next=$(cat "$_weft_lf26_repo"/build-shims/rdma-core-next/infiniband/*.h | sha256sum | cut -d' ' -f1)
   fi
   local cuda_home=${WEFT_CUDA_HOME:-/usr/local/cuda} cuda_version=none
   if [[ -f $cuda_home/include/cuda_runtime.h ]]; then
@@ -70,7 +70,7 @@ weft_build_libfabric26() {
     # hosts without a GPU driver. The toolkit has no nvml.h; our stub
     # declares the three NVML calls that hmem_cuda.c looks up with dlsym.
     args+=(--with-cuda="$cuda_home" --enable-cuda-dlopen)
-    cppflags+=("-I$_weft_lf26_repo/scripts/lib/nvml-stub")
+    cppflags+=("-I$_weft_lf26_repo/build-shims/nvml-stub")
   else
     echo "==> libfabric 2.6.0: no CUDA toolkit in $cuda_home (set WEFT_CUDA_HOME);" \
          "building WITHOUT CUDA, so FI_HMEM_CUDA will be unavailable"
@@ -81,7 +81,7 @@ weft_build_libfabric26() {
   local key stamp=$prefix/.weft-build-stamp
   key="tarball-sha256 $(sha256sum <"$tarball" | cut -d' ' -f1)
 cuda-version $cuda_version
-nvml-stub-sha256 $(sha256sum <"$_weft_lf26_repo/scripts/lib/nvml-stub/nvml.h" | cut -d' ' -f1)
+nvml-stub-sha256 $(sha256sum <"$_weft_lf26_repo/build-shims/nvml-stub/nvml.h" | cut -d' ' -f1)
 rdma-core-next-sha256 $rdma_next
 configure ${args[*]}" || return 1
   if [[ -f $stamp && -f $prefix/lib/pkgconfig/libfabric.pc && "$(<"$stamp")" == "$key" ]]; then

@@ -3,8 +3,9 @@
 #include <mutex>
 #include <string>
 
+#include "abi/transport_table.h"
 #include "core/net_events.h"
-#include "core/topology_offer.h"
+#include "topology/topology_offer.h"
 #include "weft/log.h"
 
 namespace weft::abi {

@@ -12,20 +12,6 @@ constexpr size_t kCookieOffset = 16;
 
 }  // namespace
 
-const char* transport_id_name(TransportId id) {
-  switch (id) {
-    case TransportId::Ofi:
-      return "ofi (libfabric)";
-    case TransportId::Verbs:
-      return "verbs";
-    case TransportId::OfiRma:
-      return "ofi (libfabric) one-sided";
-    case TransportId::VerbsRma:
-      return "verbs one-sided";
-  }
-  return "unknown";
-}
-
 void encode_handle(const ListenHandle& handle, void* out) {
   auto* bytes = static_cast<uint8_t*>(out);
   std::memset(bytes, 0, kHandleSize);

@@ -13,13 +13,10 @@
 #include <cstdint>
 #include <string>
 
+#include "core/transport_id.h"
 #include "weft/transport.h"
 
 namespace weft {
-
-// OfiRma, VerbsRma: a one-sided comm's listener on each transport.
-enum class TransportId : uint8_t { Ofi = 1, Verbs = 2, OfiRma = 3, VerbsRma = 4 };
-const char* transport_id_name(TransportId id);
 
 constexpr uint32_t kHandleMagic = 0x32544657;     // "WFT2"
 constexpr uint32_t kOldHandleMagic = 0x31544657;  // "WFT1": weft before the shared header

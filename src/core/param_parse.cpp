@@ -104,26 +104,48 @@ bool parse_int_param(const ParamSpec& spec, std::string_view text, int64_t& out,
   return true;
 }
 
-bool parse_size_param(const ParamSpec& spec, std::string_view text, uint64_t& out,
-                      std::string& error) {
-  const std::string expected = " (expected " + size_range(spec) +
-                               " bytes; suffixes K, M, G, T are powers of 1024, e.g. 4M or 4MiB)";
+namespace {
+
+enum class SizeText { kValid, kNotASize, kTooLarge };
+
+SizeText read_size(std::string_view text, uint64_t* out) {
   size_t ndigits = 0;
   while (ndigits < text.size() && std::isdigit(static_cast<unsigned char>(text[ndigits])))
     ++ndigits;
   const uint64_t mult = size_multiplier(text.substr(ndigits));
-  if (ndigits == 0 || mult == 0) {
-    error = quoted(spec, text) + " is not a size" + expected;
-    return false;
-  }
+  if (ndigits == 0 || mult == 0) return SizeText::kNotASize;
   uint64_t value = 0;
   auto [end, ec] = std::from_chars(text.data(), text.data() + ndigits, value);
   (void)end;
-  if (ec == std::errc::result_out_of_range || value > std::numeric_limits<uint64_t>::max() / mult) {
-    error = quoted(spec, text) + " is too large" + expected;
-    return false;
+  if (ec == std::errc::result_out_of_range || value > std::numeric_limits<uint64_t>::max() / mult)
+    return SizeText::kTooLarge;
+  *out = value * mult;
+  return SizeText::kValid;
+}
+
+}  // namespace
+
+std::optional<uint64_t> parse_size(std::string_view text) {
+  uint64_t value = 0;
+  if (read_size(text, &value) != SizeText::kValid) return std::nullopt;
+  return value;
+}
+
+bool parse_size_param(const ParamSpec& spec, std::string_view text, uint64_t& out,
+                      std::string& error) {
+  const std::string expected = " (expected " + size_range(spec) +
+                               " bytes; suffixes K, M, G, T are powers of 1024, e.g. 4M or 4MiB)";
+  uint64_t value = 0;
+  switch (read_size(text, &value)) {
+    case SizeText::kNotASize:
+      error = quoted(spec, text) + " is not a size" + expected;
+      return false;
+    case SizeText::kTooLarge:
+      error = quoted(spec, text) + " is too large" + expected;
+      return false;
+    case SizeText::kValid:
+      break;
   }
-  value *= mult;
   if (value < static_cast<uint64_t>(spec.min_value) || value > spec.max_value) {
     error = quoted(spec, text) + " is out of range" + expected;
     return false;

@@ -12,19 +12,23 @@
 #include "core/held_by_comms.h"
 #include "core/peer_links.h"
 #include "core/pending_connects.h"
-#include "ofi/endpoint.h"
-#include "ofi/gpu_support.h"
-#include "ofi/protocol_choice.h"
-#include "ofi/provider_discovery.h"
-#include "ofi/send_comm.h"
+#include "ofi/comm/send_comm.h"
+#include "ofi/discovery/gpu_support.h"
+#include "ofi/discovery/protocol_choice.h"
+#include "ofi/discovery/provider_discovery.h"
+#include "ofi/endpoint/endpoint.h"
+#include "weft/one_sided.h"
 #include "weft/params.h"
 #include "weft/transport.h"
 
 namespace weft::ofi {
 
-class OfiTransport final : public Transport {
+class OfiTransport final : public Transport, public OneSidedTransport {
  public:
   static ncclResult_t create(const Params& params, std::unique_ptr<Transport>* out);
+  // WEFT_TRANSPORT=auto: always used (the last in auto's order takes what
+  // the others declined); the reason says why it got here.
+  static AutoChoice auto_choice(const Params& params);
   ~OfiTransport() override;
 
   const char* name() const override { return "ofi"; }
@@ -41,6 +45,7 @@ class OfiTransport final : public Transport {
 
   // One-sided comms (rma_comm.h) on each device's first rail, over an
   // endpoint of their own with FI_RMA and FI_ATOMIC.
+  OneSidedTransport* one_sided() override { return this; }
   bool rma_supported(int dev, std::string* why) const override;
   ncclResult_t rma_listen(int dev, void* handle, RmaListenComm** listen) override;
   ncclResult_t rma_connect(void* const* handles, int nranks, int rank, RmaListenComm* listen,

@@ -14,10 +14,10 @@
 
 #include "core/connection_fault.h"
 #include "core/peer_links.h"
-#include "core/request.h"
 #include "core/request_pool.h"
 #include "core/tcp_channel.h"
 #include "verbs/open_port.h"
+#include "verbs/polled_request.h"
 #include "verbs/queue_pairs.h"
 #include "verbs/setup_exchange.h"
 #include "weft/log.h"

@@ -79,6 +79,27 @@ ncclResult_t VerbsTransport::create(const Params& params, std::unique_ptr<Transp
   return ncclSuccess;
 }
 
+AutoChoice VerbsTransport::auto_choice(const Params& params) {
+  AutoChoice choice;
+  if (!params.ofi_provider.empty()) {
+    choice.reason = "WEFT_OFI_PROVIDER names a libfabric provider";
+    return choice;
+  }
+  const cuda::Driver* cuda = params.gpu == "off" ? nullptr : cuda::Driver::shared(params.cuda_lib);
+  DiscoveredPorts ports;
+  if (!discover_ports(params, cuda, &ports, &choice.reason)) return choice;
+  if (ports.efa_devices > 0) {
+    choice.reason = std::to_string(ports.efa_devices) + " EFA device(s), which libfabric drives";
+  } else if (ports.ports.empty()) {
+    choice.reason = "no active InfiniBand/RoCE port";
+  } else {
+    choice.use = true;
+    choice.reason = "auto: " + std::to_string(ports.ports.size()) + " InfiniBand/RoCE port(s)";
+    choice.opened = std::make_unique<VerbsTransport>(params, std::move(ports));
+  }
+  return choice;
+}
+
 bool VerbsTransport::valid_device(int dev, const char* caller) const {
   if (dev >= 0 && dev < device_count()) return true;
   WEFT_WARN("%s: device %d does not exist (%d devices)", caller, dev, device_count());
@@ -320,66 +341,6 @@ std::string VerbsTransport::connection_budget_problem(const ConnectionHints& hin
            "fewer ranks per node on this NIC";
   }
   return "";
-}
-
-bool VerbsTransport::rma_supported(int dev, std::string* why) const {
-  if (dev < 0 || dev >= device_count()) {
-    *why = "no device " + std::to_string(dev);
-    return false;
-  }
-  return true;
-}
-
-ncclResult_t VerbsTransport::rma_listen(int dev, void* handle, RmaListenComm** listen) {
-  *listen = nullptr;
-  std::shared_ptr<OpenPort> port;
-  if (ncclResult_t result = port_for(dev, "one-sided listen", &port); result != ncclSuccess) {
-    return result;
-  }
-  SocketAddress local;
-  std::string ifname;
-  std::string error;
-  if (!side_channel_address(&local, &ifname, &error)) {
-    WEFT_WARN("%s: no interface for the one-sided side channel: %s", port->name().c_str(),
-              error.c_str());
-    return ncclSystemError;
-  }
-  auto made = std::make_unique<VerbsRmaListenComm>();
-  made->listener = TcpListener::open(local, &error);
-  if (!made->listener) {
-    WEFT_WARN("%s: cannot listen on %s: %s", port->name().c_str(), local.text().c_str(),
-              error.c_str());
-    return ncclSystemError;
-  }
-  made->id = next_listen_id_.fetch_add(1) & kMaxCommId;
-  if (made->id == 0) made->id = next_listen_id_.fetch_add(1) & kMaxCommId;
-  made->fingerprint = fingerprint(dev);
-  made->settings = qp_settings(nullptr);
-  made->message_signals = port->device_attr().atomic_cap == IBV_ATOMIC_NONE;
-  ListenHandle encoded;
-  encoded.transport = TransportId::VerbsRma;
-  encoded.fingerprint = made->fingerprint;
-  encoded.listen_id = made->id;
-  encoded.payload_size = static_cast<uint8_t>(SocketAddress::kPackedSize);
-  made->listener->address().pack(encoded.payload);
-  encode_handle(encoded, handle);
-  WEFT_INFO(NCCL_NET, "%s: one-sided listener %u on %s (%s), signals by %s", port->name().c_str(),
-            made->id, made->listener->address().text().c_str(), ifname.c_str(),
-            made->message_signals ? "message (no atomics)" : "fetch-and-add");
-  made->port = std::move(port);
-  *listen = made.release();
-  return ncclSuccess;
-}
-
-ncclResult_t VerbsTransport::rma_connect(void* const* handles, int nranks, int rank,
-                                         RmaListenComm* listen, RmaComm** comm) {
-  *comm = nullptr;
-  std::unique_ptr<VerbsRmaComm> made;
-  ncclResult_t result =
-      VerbsRmaComm::connect(handles, nranks, rank, static_cast<VerbsRmaListenComm*>(listen),
-                            static_cast<int>(params_.connect_timeout_ms), &made);
-  if (result == ncclSuccess) *comm = made.release();
-  return result;
 }
 
 }  // namespace weft::verbs

@@ -16,12 +16,13 @@
 #include "verbs/port_discovery.h"
 #include "verbs/recv_comm.h"
 #include "verbs/send_comm.h"
+#include "weft/one_sided.h"
 #include "weft/params.h"
 #include "weft/transport.h"
 
 namespace weft::verbs {
 
-class VerbsTransport final : public Transport {
+class VerbsTransport final : public Transport, public OneSidedTransport {
  public:
   // From ports already discovered (at least one).
   VerbsTransport(const Params& params, DiscoveredPorts ports);
@@ -29,6 +30,10 @@ class VerbsTransport final : public Transport {
   // Discovers and opens; fails (logging what was found and what to set)
   // when there is no usable port.
   static ncclResult_t create(const Params& params, std::unique_ptr<Transport>* out);
+  // WEFT_TRANSPORT=auto: used where there are active InfiniBand/RoCE ports
+  // and no EFA device (libfabric drives EFA), unless WEFT_OFI_PROVIDER
+  // names a libfabric provider.
+  static AutoChoice auto_choice(const Params& params);
 
   const char* name() const override { return "verbs"; }
   // One NCCL device per port: no virtual devices (makeVDevice is refused).
@@ -48,6 +53,7 @@ class VerbsTransport final : public Transport {
 
   // One-sided (verbs/rma_comm.h): every port; a listen comm has a TCP
   // listener of its own for the ranks to find each other.
+  OneSidedTransport* one_sided() override { return this; }
   bool rma_supported(int dev, std::string* why) const override;
   ncclResult_t rma_listen(int dev, void* handle, RmaListenComm** listen) override;
   ncclResult_t rma_connect(void* const* handles, int nranks, int rank, RmaListenComm* listen,

@@ -1,4 +1,4 @@
-#include "weft/json_text.h"
+#include "weft_client/json_text.h"
 
 #include <cmath>
 #include <cstdio>

@@ -1,7 +1,7 @@
 // NetClient: one v12-shaped API over whichever ncclNetPlugin_vN a library
 // exports. Every call is dispatched on the loaded version through a generic
 // lambda; the per-version differences are spelled out with `if constexpr`.
-#include "weft/net_client.h"
+#include "weft_client/net_client.h"
 
 #include <dlfcn.h>
 #include <link.h>

@@ -1,4 +1,4 @@
-#include "weft/rma_client.h"
+#include "weft_client/rma_client.h"
 
 #include <dlfcn.h>
 

@@ -17,11 +17,11 @@
 #include <sstream>
 
 #include "core/cuda/cuda_driver.h"
-#include "core/pci_relation.h"
 #include "core/provider_names.h"
 #include "core/string_split.h"
 #include "core/sysfs.h"
 #include "param_text.h"
+#include "topology/pci_relation.h"
 #include "weft/log.h"
 #include "weft/params.h"
 

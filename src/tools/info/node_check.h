@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "weft/net_client.h"
+#include "weft_client/net_client.h"
 
 namespace weft::info {
 

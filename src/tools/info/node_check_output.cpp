@@ -3,7 +3,7 @@
 #include <sstream>
 
 #include "node_check.h"
-#include "weft/json_text.h"
+#include "weft_client/json_text.h"
 
 namespace weft::info {
 namespace {

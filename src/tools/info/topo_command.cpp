@@ -1,4 +1,4 @@
-// weft-info --topo: an NCCL topology file for this node (core/topology_xml.h)
+// weft-info --topo: an NCCL topology file for this node (topology/topology_xml.h)
 // from weft's devices as NCCL will see them (the plugin loaded as the node
 // check loads it) and the PCI tree in sysfs or, where a VM hides it, the
 // instance table.
@@ -9,9 +9,9 @@
 #include <ostream>
 
 #include "commands.h"
-#include "core/instance_shapes.h"
-#include "core/topology_xml.h"
 #include "node_check.h"
+#include "topology/instance_shapes.h"
+#include "topology/topology_xml.h"
 
 namespace weft::info {
 namespace {

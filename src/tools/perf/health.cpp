@@ -39,7 +39,7 @@ HealthVerdict judge_health(const RunResult& run, const Options& opts) {
               number("%.2f GB/s", line_rate) + " (" + std::to_string(speed_mbps) + " Mb/s)";
     }
     std::string line = "health: bandwidth " + number("%.2f GB/s", bandwidth->gbps) + " at " +
-                       format_size(bandwidth->size) + " over " + std::to_string(opts.comms) +
+                       readable_size(bandwidth->size) + " over " + std::to_string(opts.comms) +
                        " comm(s)";
     if (needed <= 0) {
       line += ": the device reports no speed; give --health-min-gbps";
@@ -54,7 +54,8 @@ HealthVerdict judge_health(const RunResult& run, const Options& opts) {
 
   if (latency != nullptr) {
     std::string line = "health: latency " + number("%.2f us", latency->median_us) + " median, " +
-                       number("%.2f us", latency->p99_us) + " p99 at " + format_size(latency->size);
+                       number("%.2f us", latency->p99_us) + " p99 at " +
+                       readable_size(latency->size);
     if (opts.health_max_latency_us > 0) {
       const bool ok = latency->median_us <= opts.health_max_latency_us;
       line += std::string(ok ? " <= " : " > ") + number("%.2f us", opts.health_max_latency_us) +

@@ -12,7 +12,7 @@
 #include "errors.h"
 #include "options.h"
 #include "runner.h"
-#include "weft/net_client.h"
+#include "weft_client/net_client.h"
 
 #ifndef WEFT_DEFAULT_PLUGIN_PATH
 #define WEFT_DEFAULT_PLUGIN_PATH ""

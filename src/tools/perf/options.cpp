@@ -9,6 +9,7 @@
 
 #include "backend.h"
 #include "errors.h"
+#include "weft/param_parse.h"
 
 namespace weft::perf {
 namespace {
@@ -159,48 +160,7 @@ bool Options::runs_one_sided() const {
   return false;
 }
 
-std::optional<size_t> parse_size(std::string_view text) {
-  size_t digits = 0;
-  while (digits < text.size() && text[digits] >= '0' && text[digits] <= '9') ++digits;
-  if (digits == 0 || digits > 19) return std::nullopt;
-  size_t value = 0;
-  for (size_t i = 0; i < digits; ++i) value = value * 10 + static_cast<size_t>(text[i] - '0');
-  std::string_view suffix = text.substr(digits);
-  unsigned shift = 0;
-  if (!suffix.empty()) {
-    switch (suffix[0]) {
-      case 'k':
-      case 'K':
-        shift = 10;
-        break;
-      case 'm':
-      case 'M':
-        shift = 20;
-        break;
-      case 'g':
-      case 'G':
-        shift = 30;
-        break;
-      case 't':
-      case 'T':
-        shift = 40;
-        break;
-      case 'b':
-      case 'B':
-        shift = 0;
-        break;
-      default:
-        return std::nullopt;
-    }
-    std::string_view rest = suffix.substr(1);
-    if (shift != 0 && rest != "" && rest != "B" && rest != "iB" && rest != "b") return std::nullopt;
-    if (shift == 0 && !rest.empty()) return std::nullopt;
-  }
-  if (shift != 0 && value > (std::numeric_limits<size_t>::max() >> shift)) return std::nullopt;
-  return value << shift;
-}
-
-std::string format_size(size_t bytes) {
+std::string readable_size(size_t bytes) {
   static const char* const units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
   int unit = 0;
   size_t v = bytes;

@@ -115,11 +115,13 @@ struct Options {
   bool runs_one_sided() const;  // put, get or signal
 };
 
-// "8", "64K", "4M", "1G", "1T" (binary multiples; "KiB"/"KB" accepted too).
-std::optional<size_t> parse_size(std::string_view text);
+// Sizes on the command line are read by weft::parse_size
+// (weft/param_parse.h), as the plugin reads its parameters: "8", "64K",
+// "4M", "1G", "1T", "4MiB", "4MB".
 
-// Human form used in progress lines: "8 B", "64 KiB", "256 MiB".
-std::string format_size(size_t bytes);
+// Report text for people, with a space and an IEC unit ("8 B", "64 KiB",
+// "256 MiB"); weft::format_size writes the parameter form ("64K").
+std::string readable_size(size_t bytes);
 
 // min, min*f, ... up to max (each step at least +1 byte).
 std::vector<size_t> size_sweep(size_t min_bytes, size_t max_bytes, double factor);

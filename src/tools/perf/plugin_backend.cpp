@@ -13,8 +13,8 @@
 #include "bootstrap.h"
 #include "errors.h"
 #include "options.h"
-#include "weft/net_client.h"
-#include "weft/rma_client.h"
+#include "weft_client/net_client.h"
+#include "weft_client/rma_client.h"
 
 namespace weft::perf {
 namespace {

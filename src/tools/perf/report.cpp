@@ -1,6 +1,6 @@
 #include "report.h"
 
-#include "weft/json_text.h"
+#include "weft_client/json_text.h"
 
 namespace weft::perf {
 

@@ -227,7 +227,7 @@ RunResult measure(int rank, Bootstrap& boot, const Options& opts, Backend& backe
         if (rank == 0 && !opts.quiet && size >= (size_t{1} << 20)) {
           int iters = pattern->planned_iterations(opts, size);
           fprintf(stderr, "# [%zu/%zu] %s %s%s%s ...\n", step, total, pattern->name(),
-                  format_size(size).c_str(),
+                  readable_size(size).c_str(),
                   group > 0 ? (" n=" + std::to_string(group)).c_str() : "",
                   iters > 0 ? (" x " + std::to_string(iters)).c_str() : "");
         }

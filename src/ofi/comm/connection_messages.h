@@ -1,0 +1,76 @@
+// Bytes that travel between libfabric peers while a connection is set up:
+// the connect request and its acknowledgement (the listen handle is core's,
+// core/handle_header.h). Every decoder validates what it reads: these bytes
+// come from outside the process. Little-endian (docs/wire-formats.md):
+//
+// Request (152): 0 magic u32 "WFTC", 4 version u8, 5 address size u8,
+//   6 protocol u8, 7 rails u8, 8 connector comm id u32, 12 zero u32,
+//   16 address[104], zero padded, 120 the connecting process's identity
+//   (core/peer_links.h, 32 bytes; token 0: no liveness link).
+// Ack (856): 0 magic u32 "WFTA", 4 version u8, 5 protocol u8, 6 flags u8
+//   (1: size notices), 7 rails u8, 8 recv comm id u32, 12 rail 0's write
+//   target u16, 14 zero u16, 16 eager size u32, 20 zero u32, 24 write
+//   targets of rails 1..7 u16 x 7, 38 zero u16, 40 rails 1..7, 112 bytes
+//   each: address size u8, zero[7], address[104], zero padded, 824 the
+//   accepting process's identity (32 bytes).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "core/handle_header.h"
+#include "core/peer_links.h"
+#include "ofi/discovery/rails.h"
+
+namespace weft::ofi {
+
+constexpr uint32_t kConnectMagic = 0x43544657;  // "WFTC"
+constexpr uint32_t kAckMagic = 0x41544657;      // "WFTA"
+// Follows the rdma protocol's version (rdma_wire.cpp), so peers of
+// different versions part at connect rather than mid-stream.
+constexpr uint8_t kWireVersion = 4;
+
+// The data protocol of a connection; both sides must use the same.
+enum class Protocol : uint8_t { Tagged = 0, Rdma = 1 };
+const char* protocol_name(Protocol protocol);
+// The listener's address travels as the handle's payload.
+constexpr size_t kMaxAddressSize = kMaxHandlePayload;  // 104 bytes
+
+struct ConnectRequest {
+  uint32_t connector_comm_id = 0;
+  Protocol protocol = Protocol::Tagged;
+  uint8_t rails = 1;  // rails the connecting side offers, 1..kMaxRails
+  uint8_t address_size = 0;
+  uint8_t address[kMaxAddressSize] = {};
+  PeerIdentity process;  // for the liveness link
+};
+constexpr size_t kConnectRequestSize = 16 + kMaxAddressSize + PeerIdentity::kPackedSize;
+void encode_connect_request(const ConnectRequest& request, uint8_t* out);
+bool decode_connect_request(const uint8_t* bytes, size_t size, ConnectRequest* request,
+                            std::string* error);
+
+struct ConnectAck {
+  uint32_t recv_comm_id = 0;
+  Protocol protocol = Protocol::Tagged;
+  // Rails the connection uses (at most what the request offered): data
+  // written on rail r goes to the receiver's endpoint named by address[r]
+  // (rail 0: the listener's, already known from the handle).
+  uint8_t rails = 1;
+  // RDMA protocol: the receiver's immediate target per rail and its eager
+  // buffer size.
+  uint16_t write_target[kMaxRails] = {};
+  uint32_t eager_size = 0;
+  // This side's write completions carry no length: send size notices.
+  bool needs_size_notices = false;
+  uint8_t address_size[kMaxRails] = {};
+  uint8_t address[kMaxRails][kMaxAddressSize] = {};
+  PeerIdentity process;  // for the liveness link
+};
+constexpr size_t kAckRailStride = 8 + kMaxAddressSize;
+constexpr size_t kAckIdentityOffset = 40 + (kMaxRails - 1) * kAckRailStride;
+constexpr size_t kConnectAckSize = kAckIdentityOffset + PeerIdentity::kPackedSize;
+void encode_connect_ack(const ConnectAck& ack, uint8_t* out);
+bool decode_connect_ack(const uint8_t* bytes, size_t size, ConnectAck* ack, std::string* error);
+
+}  // namespace weft::ofi
