@@ -68,14 +68,14 @@ std::shared_ptr<Endpoint> open_shm_endpoint() {
 TEST_CASE("control send copies are registered a chunk at a time, up to the limit",
           "[unit][control_copies]") {
   auto endpoint = open_shm_endpoint();
-  const size_t regions_before = endpoint->registrations_held();
+  const size_t regions_before = endpoint->domain().registrations_held();
   // 100 rounds up to two chunks.
   auto copies = std::make_unique<ControlSendCopies>(*endpoint, kCtsMaxSize, 100);
   CHECK(copies->limit() == 2 * ControlSendCopies::kChunk);
   CHECK(copies->copy_size() % 64 == 0);
   CHECK(copies->copy_size() >= kCtsMaxSize);
   CHECK(copies->chunks() == 0);  // nothing until a copy is wanted
-  CHECK(endpoint->registrations_held() == regions_before);
+  CHECK(endpoint->domain().registrations_held() == regions_before);
 
   std::vector<ControlSendCopies::Copy> taken;
   std::set<uint8_t*> starts;
@@ -90,7 +90,7 @@ TEST_CASE("control send copies are registered a chunk at a time, up to the limit
     if (i == 0) CHECK(copies->chunks() == 1);
   }
   CHECK(copies->chunks() == 2);
-  CHECK(endpoint->registrations_held() == regions_before + 2);
+  CHECK(endpoint->domain().registrations_held() == regions_before + 2);
   for (const auto& copy : taken) {
     for (size_t b = 0; b < copies->copy_size(); ++b) REQUIRE(copy.bytes[b] == (copy.index & 0xff));
   }
@@ -107,7 +107,7 @@ TEST_CASE("control send copies are registered a chunk at a time, up to the limit
   CHECK(copies->taken() == static_cast<size_t>(copies->limit()));
 
   copies.reset();  // deregisters its chunks
-  CHECK(endpoint->registrations_held() == regions_before);
+  CHECK(endpoint->domain().registrations_held() == regions_before);
 }
 
 TEST_CASE("control send copies taken and given back from several threads stay exclusive",

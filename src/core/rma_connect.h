@@ -4,11 +4,13 @@
 #pragma once
 
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "core/handle_header.h"
 #include "nccl/types.h"
+#include "weft/one_sided.h"
 
 namespace weft {
 
@@ -30,6 +32,21 @@ struct RmaHandleRules {
 ncclResult_t decode_rma_handles(void* const* handles, int nranks, int rank,
                                 const std::string& device, const RmaHandleRules& rules,
                                 std::vector<ListenHandle>* out);
+
+// OneSidedTransport::rma_connect of a transport whose comm type offers
+// `static ncclResult_t connect(handles, nranks, rank, ListenComm*,
+// timeout_ms, std::unique_ptr<Comm>*)`: NCCL gets the comm only once it
+// is connected.
+template <typename Comm, typename ListenComm>
+ncclResult_t connect_rma_comm(void* const* handles, int nranks, int rank, RmaListenComm* listen,
+                              int timeout_ms, RmaComm** comm) {
+  *comm = nullptr;
+  std::unique_ptr<Comm> made;
+  ncclResult_t result =
+      Comm::connect(handles, nranks, rank, static_cast<ListenComm*>(listen), timeout_ms, &made);
+  if (result == ncclSuccess) *comm = made.release();
+  return result;
+}
 
 // "1 (10.0.0.2:4000), 3 (10.0.0.4:4000)": the ranks not `heard`, by name.
 std::string unheard_ranks(const std::vector<bool>& heard, const std::vector<std::string>& names);

@@ -316,12 +316,12 @@ EndpointOptions OfiTransport::endpoint_options(const Rail& device) const {
   EndpointOptions options;
   options.cq_read_count = static_cast<int>(params_.ofi_cq_read_count);
   options.cq_size = static_cast<int>(params_.ofi_cq_size);
-  options.mr_cache = params_.mr_cache;
-  options.mr_cache_max_entries = static_cast<int>(params_.mr_cache_max_entries);
-  options.cuda = device.gpu.cuda ? cuda_ : nullptr;
-  options.gpu_off_reason = device.gpu.off_reason;
-  options.dmabuf = device.gpu.dmabuf;
-  options.flush = device.gpu.flush;
+  options.domain.mr_cache = params_.mr_cache;
+  options.domain.mr_cache_max_entries = static_cast<int>(params_.mr_cache_max_entries);
+  options.domain.cuda = device.gpu.cuda ? cuda_ : nullptr;
+  options.domain.gpu_off_reason = device.gpu.off_reason;
+  options.domain.dmabuf = device.gpu.dmabuf;
+  options.domain.flush = device.gpu.flush;
   options.rdma = device.protocol.protocol == Protocol::Rdma;
   options.weft_matching = options.rdma && device.protocol.weft_matching;
   options.eager_size = static_cast<size_t>(params_.ofi_eager_size);

@@ -3,6 +3,7 @@
 // other (rma_comm.h).
 #include "core/comm_id.h"
 #include "core/handle_header.h"
+#include "core/rma_connect.h"
 #include "verbs/rma_comm.h"
 #include "verbs/verbs_transport.h"
 #include "weft/log.h"
@@ -60,13 +61,8 @@ ncclResult_t VerbsTransport::rma_listen(int dev, void* handle, RmaListenComm** l
 
 ncclResult_t VerbsTransport::rma_connect(void* const* handles, int nranks, int rank,
                                          RmaListenComm* listen, RmaComm** comm) {
-  *comm = nullptr;
-  std::unique_ptr<VerbsRmaComm> made;
-  ncclResult_t result =
-      VerbsRmaComm::connect(handles, nranks, rank, static_cast<VerbsRmaListenComm*>(listen),
-                            static_cast<int>(params_.connect_timeout_ms), &made);
-  if (result == ncclSuccess) *comm = made.release();
-  return result;
+  return connect_rma_comm<VerbsRmaComm, VerbsRmaListenComm>(
+      handles, nranks, rank, listen, static_cast<int>(params_.connect_timeout_ms), comm);
 }
 
 }  // namespace weft::verbs

@@ -68,7 +68,7 @@ class OfiDataComm : public Interface {
     MemorySource source;
     ncclResult_t result = classify_memory(*setup_.endpoint, data, size, type, &source);
     if (result != ncclSuccess) return result;
-    if (fd >= 0 && type == NCCL_PTR_CUDA && setup_.endpoint->dmabuf()) {
+    if (fd >= 0 && type == NCCL_PTR_CUDA && setup_.endpoint->domain().dmabuf()) {
       // Used during the call only: NCCL closes the fd when it returns.
       source.dmabuf_fd = fd;
       source.dmabuf_offset = offset;

@@ -92,7 +92,7 @@ ncclResult_t OfiRecvComm::iflush(int n, void** data, const int* sizes, void** mh
                                  Request** request) {
   // A NULL request tells NCCL there is nothing (left) to wait for.
   *request = nullptr;
-  FlushMethod method = endpoint().flush_method();
+  FlushMethod method = endpoint().domain().flush_method();
   if (method == FlushMethod::None || data == nullptr || mhandles == nullptr) return ncclSuccess;
   if (n < 1 || n > kMaxRecvs) {
     WEFT_WARN("%s: iflush of %d buffers in one group, supported 1..%d", device_name().c_str(), n,
@@ -119,7 +119,7 @@ ncclResult_t OfiRecvComm::iflush(int n, void** data, const int* sizes, void** mh
 
   if (method == FlushMethod::Cuda) {
     std::string error;
-    if (!endpoint().cuda()->flush_rdma_writes(&error)) {
+    if (!endpoint().domain().cuda()->flush_rdma_writes(&error)) {
       WEFT_WARN("%s: flushing GPUDirect RDMA writes failed: %s", device_name().c_str(),
                 error.c_str());
       return ncclUnhandledCudaError;

@@ -9,7 +9,7 @@
 
 #include "core/flush_method.h"
 #include "ofi/discovery/provider_discovery.h"
-#include "ofi/endpoint/endpoint.h"
+#include "ofi/endpoint/fabric_ptr.h"
 #include "ofi/endpoint/endpoint_options.h"
 #include "weft/params.h"
 

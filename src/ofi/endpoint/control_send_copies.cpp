@@ -19,7 +19,7 @@ ControlSendCopies::ControlSendCopies(Endpoint& endpoint, size_t copy_size, int l
 ControlSendCopies::~ControlSendCopies() {
   const int chunks = chunks_.load(std::memory_order_acquire);
   for (int c = 0; c < chunks; ++c) {
-    if (chunk_[c].mr != nullptr) endpoint_.close_region(chunk_[c].mr);
+    if (chunk_[c].mr != nullptr) endpoint_.domain().close_region(chunk_[c].mr);
   }
 }
 

@@ -29,19 +29,11 @@ ncclResult_t Endpoint::open(const fi_info* info, const std::string& device_name,
   std::shared_ptr<Endpoint> endpoint(new Endpoint());
   endpoint->device_name_ = device_name;
   endpoint->provider_name_ = info->fabric_attr->prov_name;
-  endpoint->mr_mode_ = info->domain_attr->mr_mode;
-  endpoint->mr_limit_ = info->domain_attr->mr_cnt;
   endpoint->address_format_ = info->addr_format;
   endpoint->inject_size_ = info->tx_attr != nullptr ? info->tx_attr->inject_size : 0;
   endpoint->test_aids_ = TestAids::make(options.test_aids, kMaxBatch);
   endpoint->injects_ = !options.test_aids.hold_injects && injects_done_on_return(info);
   endpoint->cq_read_count_ = std::clamp(options.cq_read_count, 1, kMaxBatch);
-  endpoint->registration_cache_ = std::make_unique<RegistrationCache>(
-      options.mr_cache, static_cast<size_t>(std::max(options.mr_cache_max_entries, 1)));
-  endpoint->cuda_ = options.cuda;
-  endpoint->gpu_memory_ = options.cuda != nullptr;
-  endpoint->gpu_off_reason_ = options.gpu_off_reason;
-  endpoint->dmabuf_ = options.dmabuf && options.cuda != nullptr;
   endpoint->rma_ = (info->caps & FI_RMA) != 0;
   endpoint->rdma_ = options.rdma && endpoint->rma_;
   endpoint->one_sided_ = options.one_sided && endpoint->rma_;
@@ -61,22 +53,15 @@ ncclResult_t Endpoint::open(const fi_info* info, const std::string& device_name,
       endpoint->free_write_targets_.push_back(static_cast<uint16_t>(index));
     }
   }
-  endpoint->flush_ = options.flush;
 
-  fid_fabric* fabric = nullptr;
-  int rc = fi_fabric(info->fabric_attr, &fabric, nullptr);
-  if (rc != 0) return endpoint->fail("fi_fabric", rc);
-  endpoint->fabric_.reset(fabric);
-
-  fid_domain* domain = nullptr;
-  rc = fi_domain(fabric, const_cast<fi_info*>(info), &domain, nullptr);
-  if (rc != 0) return endpoint->fail("fi_domain", rc);
-  endpoint->domain_.reset(domain);
+  ncclResult_t opened = endpoint->domain_.open(info, device_name, options.domain);
+  if (opened != ncclSuccess) return opened;
+  fid_domain* domain = endpoint->domain_.get();
 
   fi_av_attr av_attr{};
   av_attr.type = FI_AV_TABLE;
   fid_av* av = nullptr;
-  rc = fi_av_open(domain, &av_attr, &av, nullptr);
+  int rc = fi_av_open(domain, &av_attr, &av, nullptr);
   if (rc != 0) return endpoint->fail("fi_av_open", rc);
   endpoint->av_.reset(av);
 
@@ -105,7 +90,7 @@ ncclResult_t Endpoint::open(const fi_info* info, const std::string& device_name,
   if (is_efa_provider(endpoint->provider_name_)) {
     ncclResult_t result = endpoint->settle_efa_settings();
     if (result != ncclSuccess) return result;
-  } else if (endpoint->gpu_memory_) {
+  } else if (endpoint->domain_.gpu_memory()) {
     // Per endpoint: init found the provider accepts it (gpu_support.h).
     FabricOptionCalls calls(ep);
     std::string refusal;
@@ -149,7 +134,7 @@ ncclResult_t Endpoint::open(const fi_info* info, const std::string& device_name,
     ncclResult_t result = endpoint->open_message_pool();
     if (result != ncclSuccess) return result;
   }
-  if (endpoint->flush_ == FlushMethod::Read || endpoint->rdma_) {
+  if (endpoint->domain_.flush_method() == FlushMethod::Read || endpoint->rdma_) {
     // Flush reads and eager copies into GPU memory target this endpoint.
     ncclResult_t result = endpoint->open_flush_target();
     if (result != ncclSuccess) return result;
@@ -180,7 +165,7 @@ ncclResult_t Endpoint::open(const fi_info* info, const std::string& device_name,
 ncclResult_t Endpoint::settle_efa_settings() {
   FabricOptionCalls calls(ep_.get());
   EfaWanted wanted;
-  wanted.gpu = gpu_memory_;
+  wanted.gpu = domain_.gpu_memory();
   wanted.rdma = rdma_;
   EfaOutcome outcome = apply_efa_settings(calls, wanted, device_name_);
   if (wanted.rdma && !outcome.writes_native && weft_matching_) {
@@ -208,17 +193,6 @@ ncclResult_t Endpoint::settle_efa_settings() {
 }
 
 Endpoint::~Endpoint() {
-  if (registration_cache_) {
-    MrCacheStats stats = registration_cache_->stats();
-    if (stats.lookups > 0) {
-      WEFT_INFO(NCCL_NET,
-                "%s: registration cache: %llu lookups, %llu hits, %llu registered, %llu uncached, "
-                "%llu still registered",
-                device_name_.c_str(), (unsigned long long)stats.lookups,
-                (unsigned long long)stats.hits, (unsigned long long)stats.inserts,
-                (unsigned long long)stats.uncached, (unsigned long long)stats.live);
-    }
-  }
   // Reading the queue of an endpoint that never enabled crashes shm.
   if (ep_ && cq_ && enabled_) {
     if (late_messages_.load(std::memory_order_relaxed)) {
@@ -249,14 +223,7 @@ Endpoint::~Endpoint() {
   if (pool_mr_ != nullptr) fi_close(&pool_mr_->fid);
   av_.reset();
   cq_.reset();
-  if (domain_) {
-    int rc = fi_close(&domain_.release()->fid);
-    if (rc != 0) {
-      WEFT_WARN("%s: closing the domain failed: %s (memory still registered?)",
-                device_name_.c_str(), fi_strerror(-rc));
-    }
-  }
-  fabric_.reset();
+  // The domain (a member) closes after this, then the fabric.
 }
 
 ncclResult_t Endpoint::open_flush_target() {
@@ -294,7 +261,7 @@ ncclResult_t Endpoint::open_message_pool() {
   pool_ops_ = std::make_unique<OpContext[]>(kPoolSlots);
   unposted_.reserve(kPoolSlots);
   matcher_ = std::make_unique<MessageMatcher>(kPoolSlots, pool_.get(), pool_slot_size_);
-  std::lock_guard<std::mutex> lock(io_mutex_);
+  std::lock_guard<std::mutex> lock(domain_.io_mutex());
   pooled_ = true;
   for (int slot = 0; slot < kPoolSlots; ++slot) {
     pool_ops_[slot].slot = static_cast<uint32_t>(slot);
@@ -311,7 +278,7 @@ ncclResult_t Endpoint::open_message_pool() {
 bool Endpoint::probe_writes(std::string* problem) {
   fi_context2 context{};
   auto base = reinterpret_cast<uintptr_t>(flush_buffer_);
-  uint64_t remote = (mr_mode_ & FI_MR_VIRT_ADDR) != 0 ? base + 32 : 32;
+  uint64_t remote = (domain_.mr_mode() & FI_MR_VIRT_ADDR) != 0 ? base + 32 : 32;
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
   ssize_t rc;
   fi_cq_tagged_entry entry{};
@@ -329,7 +296,7 @@ bool Endpoint::probe_writes(std::string* problem) {
     rc = fi_cq_read(cq_.get(), &entry, 1);
     if (rc == 1) {
       if (is_pool_op(entry.op_context)) {
-        std::lock_guard<std::mutex> lock(io_mutex_);
+        std::lock_guard<std::mutex> lock(domain_.io_mutex());
         post_pool_slot(static_cast<int>(static_cast<OpContext*>(entry.op_context)->slot));
       }
       if ((entry.flags & FI_REMOTE_WRITE) != 0) {
@@ -370,7 +337,7 @@ uint32_t Endpoint::next_id() {
     uint32_t id = next_id_.fetch_add(1, std::memory_order_relaxed) & mask;
     if (id == 0) continue;
     if (pooled_) {
-      std::lock_guard<std::mutex> lock(io_mutex_);
+      std::lock_guard<std::mutex> lock(domain_.io_mutex());
       matcher_->open_id(id);
     }
     return id;
@@ -380,7 +347,7 @@ uint32_t Endpoint::next_id() {
 void Endpoint::release_id(uint32_t id) {
   if (!pooled_) return;
   std::vector<int> released;
-  std::lock_guard<std::mutex> lock(io_mutex_);
+  std::lock_guard<std::mutex> lock(domain_.io_mutex());
   matcher_->close_id(id, &released);
   for (int slot : released) return_pool_slot(slot);
 }

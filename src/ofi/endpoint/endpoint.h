@@ -1,7 +1,9 @@
 // One RDM endpoint per device and process, shared by every comm of that
-// device: fabric, domain, address vector, completion queue. Comms hold it
-// through shared_ptr; it closes when the last comm (and the transport) let
-// go of it.
+// device: on its domain (domain.h: fabric, domain, registration, GPU
+// memory, the I/O lock), the address vector, completion queue, endpoint,
+// the dispatch of completions, the message pool. Comms hold it through
+// shared_ptr; it closes when the last comm (and the transport) let go of
+// it, and its domain after it.
 #pragma once
 
 #include <rdma/fabric.h>
@@ -15,11 +17,11 @@
 #include <unordered_map>
 #include <vector>
 
-#include "core/flush_method.h"
 #include "nccl/types.h"
 #include "ofi/endpoint/comm_close.h"
 #include "ofi/endpoint/completion.h"
 #include "ofi/endpoint/control_send_copies.h"
+#include "ofi/endpoint/domain.h"
 #include "ofi/endpoint/fabric_ptr.h"
 #include "ofi/endpoint/message_matcher.h"
 #include "ofi/endpoint/registration.h"
@@ -27,22 +29,12 @@
 #include "ofi/test_aids/test_aids.h"
 #include "weft/transport.h"
 
-namespace weft::cuda {
-class Driver;
-}
-
 namespace weft::ofi {
 
 struct EndpointOptions {
+  DomainOptions domain;
   int cq_read_count = 16;
   int cq_size = 8192;
-  bool mr_cache = true;
-  int mr_cache_max_entries = 65536;
-  // GPU memory: the driver when CUDA registration works on this device.
-  const cuda::Driver* cuda = nullptr;
-  std::string gpu_off_reason = "GPU memory support is off";
-  bool dmabuf = false;  // dma-buf registration probed to work
-  FlushMethod flush = FlushMethod::None;
   // RDMA protocol: the info has FI_RMA with writes and remote CQ data.
   bool rdma = false;
   // Test aids (test_aids.h): all off in real use.
@@ -89,10 +81,7 @@ class Endpoint final : public Poller, public OrphanKeeper {
   // completions.
   void adopt(std::unique_ptr<Comm> orphan) override;
 
-  // Data operations. The domain is opened FI_THREAD_DOMAIN and every call
-  // into it goes through io_mutex_: one uncontended lock is cheaper than
-  // the provider's own thread-safe mode, and some providers (rxd) deadlock
-  // in that mode.
+  // Data operations, each under the domain's I/O lock (domain.h).
   ssize_t send(const void* buffer, size_t size, void* descriptor, fi_addr_t peer, uint64_t tag,
                OpContext* context);
   ssize_t inject(const void* buffer, size_t size, fi_addr_t peer, uint64_t tag);
@@ -152,17 +141,15 @@ class Endpoint final : public Poller, public OrphanKeeper {
   bool attach_eager_sink(uint64_t tag, EagerSink* sink);
   void detach_eager_sink(uint64_t tag);
 
-  // Registers [start, start + length) as `source` describes (`data` is
-  // where NCCL's buffer begins, for dma-buf offsets). On failure returns the
-  // provider's negative error and the call that failed.
+  // Registers [start, start + length) on the domain with the access this
+  // endpoint's protocol needs, bound to it where the provider wants that.
+  // On failure returns the provider's negative error and the call that
+  // failed.
   int register_region(void* start, size_t length, const MemorySource& source, const void* data,
                       Registration* out, const char** failed_call);
-  int close_region(fid_mr* mr);
-  RegistrationCache& registration_cache() { return *registration_cache_; }
-  // The provider's limit on registrations per domain (fi_info mr_cnt, 0
-  // where it states none) and those weft holds on this endpoint's.
-  size_t registration_limit() const { return mr_limit_; }
-  size_t registrations_held() const;
+  // Registration, GPU memory and the I/O lock live on the domain.
+  Domain& domain() { return domain_; }
+  const Domain& domain() const { return domain_; }
 
   // Address vector entry for a peer's raw address; cached so reconnecting to
   // the same peer does not grow the AV.
@@ -198,11 +185,6 @@ class Endpoint final : public Poller, public OrphanKeeper {
   ControlSendCopies& control_copies() { return *control_copies_; }
   // Null unless a test turned an aid on (test_aids.h).
   const TestAids* test_aids() const { return test_aids_.get(); }
-  const cuda::Driver* cuda() const { return gpu_memory_ ? cuda_ : nullptr; }
-  bool gpu_memory() const { return gpu_memory_; }
-  bool dmabuf() const { return dmabuf_; }
-  const std::string& gpu_off_reason() const { return gpu_off_reason_; }
-  FlushMethod flush_method() const { return flush_; }
   // After a truncated or failed connection some providers cannot use the
   // connection again (tcp loses its place in the byte stream): new comms on
   // this device then get a fresh endpoint, and so a fresh connection.
@@ -228,7 +210,7 @@ class Endpoint final : public Poller, public OrphanKeeper {
   // Delivers `count` fresh entries, or through the reordering window.
   void deliver(fi_cq_tagged_entry* entries, ssize_t count);
   void dispatch(const fi_cq_tagged_entry& entry);
-  // The provider's inject, io_mutex_ held; `data` already compact under
+  // The provider's inject, the I/O lock held; `data` already compact under
   // weft's matching.
   ssize_t inject_now(const void* buffer, size_t size, uint64_t data, fi_addr_t peer, uint64_t tag);
   // Passes a posting call's result on, counting what was posted for the
@@ -260,17 +242,11 @@ class Endpoint final : public Poller, public OrphanKeeper {
   void pool_error(const fi_cq_err_entry& error, int slot);
   void deliver_matched();
 
-  FabricPtr<fid_fabric> fabric_;
-  FabricPtr<fid_domain> domain_;
+  // First: opened first, closed last.
+  Domain domain_;
   FabricPtr<fid_av> av_;
   FabricPtr<fid_cq> cq_;
   FabricPtr<fid_ep> ep_;
-  std::unique_ptr<RegistrationCache> registration_cache_;
-  const cuda::Driver* cuda_ = nullptr;
-  bool gpu_memory_ = false;
-  bool dmabuf_ = false;
-  std::string gpu_off_reason_;
-  FlushMethod flush_ = FlushMethod::None;
   bool rma_ = false;
   bool rdma_ = false;
   bool one_sided_ = false;
@@ -306,9 +282,6 @@ class Endpoint final : public Poller, public OrphanKeeper {
   fi_addr_t self_ = FI_ADDR_UNSPEC;
   std::string device_name_;
   std::string provider_name_;
-  uint64_t mr_mode_ = 0;
-  size_t mr_limit_ = 0;
-  size_t regions_held_ = 0;  // io_mutex_
   size_t inject_size_ = 0;
   bool injects_ = false;
   std::unique_ptr<TestAids> test_aids_;  // null in real use
@@ -317,15 +290,13 @@ class Endpoint final : public Poller, public OrphanKeeper {
   uint8_t local_address_[128] = {};
   size_t local_address_size_ = 0;
   std::atomic<uint32_t> next_id_{1};
-  std::atomic<uint64_t> mr_key_{1};
   std::atomic<bool> cq_failed_{false};
   std::atomic<bool> broken_{false};
   std::atomic<bool> late_messages_{false};
-  uint64_t batches_read_ = 0;  // completion batches read (io_mutex_)
+  uint64_t batches_read_ = 0;  // completion batches read (the I/O lock)
   std::atomic<bool> lost_injected_{false};
 
-  mutable std::mutex io_mutex_;  // serializes every call into the domain, endpoint, AV and CQ
-  std::mutex mutex_;             // guards the address cache and the orphans
+  std::mutex mutex_;  // guards the address cache and the orphans
   std::unordered_map<std::string, fi_addr_t> address_cache_;
   std::vector<std::unique_ptr<Comm>> orphans_;
 };

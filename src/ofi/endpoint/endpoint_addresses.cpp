@@ -54,7 +54,7 @@ ncclResult_t Endpoint::insert_address(const uint8_t* peer_address, size_t size, 
   fi_addr_t fi_addr = FI_ADDR_NOTAVAIL;
   int inserted;
   {
-    std::lock_guard<std::mutex> io_lock(io_mutex_);
+    std::lock_guard<std::mutex> io_lock(domain_.io_mutex());
     inserted = fi_av_insert(av_.get(), address, 1, &fi_addr, 0, nullptr);
   }
   if (inserted != 1 || fi_addr == FI_ADDR_NOTAVAIL) {
@@ -136,7 +136,7 @@ std::string Endpoint::address_to_string(const uint8_t* address, size_t size) con
   std::memcpy(copy, address, std::min(size, sizeof(copy)));
   char text[256] = {};
   size_t length = sizeof(text);
-  std::lock_guard<std::mutex> lock(io_mutex_);
+  std::lock_guard<std::mutex> lock(domain_.io_mutex());
   const char* result = fi_av_straddr(av_.get(), copy, text, &length);
   return result != nullptr ? std::string(text) : std::string("<unprintable address>");
 }

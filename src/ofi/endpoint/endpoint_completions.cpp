@@ -22,7 +22,7 @@ bool local_transfer(uint64_t flags) {
 ncclResult_t Endpoint::poll() {
   fi_cq_tagged_entry entries[kMaxBatch];
   // Completion callbacks run under the lock; they only record results.
-  std::lock_guard<std::mutex> lock(io_mutex_);
+  std::lock_guard<std::mutex> lock(domain_.io_mutex());
   if (lost_injected_.load(std::memory_order_relaxed)) return ncclRemoteError;
   if (test_aids_ && test_aids_->held_injects.active()) [[unlikely]] {
     test_aids_->held_injects.release(
@@ -239,7 +239,7 @@ void Endpoint::deliver_matched() {
 }
 
 uint16_t Endpoint::attach_write_target(RemoteWriteTarget* target) {
-  std::lock_guard<std::mutex> lock(io_mutex_);
+  std::lock_guard<std::mutex> lock(domain_.io_mutex());
   if (free_write_targets_.empty()) return 0;
   uint16_t index = free_write_targets_.back();
   free_write_targets_.pop_back();
@@ -248,20 +248,20 @@ uint16_t Endpoint::attach_write_target(RemoteWriteTarget* target) {
 }
 
 bool Endpoint::attach_eager_sink(uint64_t tag, EagerSink* sink) {
-  std::lock_guard<std::mutex> lock(io_mutex_);
+  std::lock_guard<std::mutex> lock(domain_.io_mutex());
   if (!pooled_) return false;
   matcher_->attach_sink(tag, sink);
   return true;
 }
 
 void Endpoint::detach_eager_sink(uint64_t tag) {
-  std::lock_guard<std::mutex> lock(io_mutex_);
+  std::lock_guard<std::mutex> lock(domain_.io_mutex());
   if (pooled_) matcher_->detach_sink(tag);
 }
 
 void Endpoint::detach_write_target(uint16_t index) {
   if (index == 0) return;
-  std::lock_guard<std::mutex> lock(io_mutex_);
+  std::lock_guard<std::mutex> lock(domain_.io_mutex());
   write_targets_[index] = nullptr;
   free_write_targets_.push_back(index);
 }

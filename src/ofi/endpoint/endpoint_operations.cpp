@@ -17,12 +17,12 @@ ssize_t Endpoint::send(const void* buffer, size_t size, void* descriptor, fi_add
     // The compact tag travels as immediate data; the receiver matches it.
     uint32_t compact = 0;
     if (!compact_tag(tag, &compact) || size > pool_slot_size_) return -FI_EINVAL;
-    std::lock_guard<std::mutex> lock(io_mutex_);
+    std::lock_guard<std::mutex> lock(domain_.io_mutex());
     return tracked(fi_senddata(ep_.get(), buffer, size, descriptor, compact, peer,
                                &context->provider_context));
   }
   // The size travels as immediate data so the receiver can detect truncation.
-  std::lock_guard<std::mutex> lock(io_mutex_);
+  std::lock_guard<std::mutex> lock(domain_.io_mutex());
   return tracked(fi_tsenddata(ep_.get(), buffer, size, descriptor, size, peer, tag,
                               &context->provider_context));
 }
@@ -36,7 +36,7 @@ ssize_t Endpoint::send_data(const void* buffer, size_t size, void* descriptor, u
                             fi_addr_t peer, uint64_t tag, OpContext* context) {
   // Weft's matching owns the CQ data; callers send with a header instead.
   if (weft_matching_) return -FI_EOPNOTSUPP;
-  std::lock_guard<std::mutex> lock(io_mutex_);
+  std::lock_guard<std::mutex> lock(domain_.io_mutex());
   return tracked(fi_tsenddata(ep_.get(), buffer, size, descriptor, data, peer, tag,
                               &context->provider_context));
 }
@@ -50,7 +50,7 @@ ssize_t Endpoint::inject_data(const void* buffer, size_t size, uint64_t data, fi
     if (!compact_tag(tag, &compact) || size > pool_slot_size_) return -FI_EINVAL;
     data = compact;
   }
-  std::lock_guard<std::mutex> lock(io_mutex_);
+  std::lock_guard<std::mutex> lock(domain_.io_mutex());
   if (test_aids_ && test_aids_->held_injects.active()) [[unlikely]] {
     if (test_aids_->held_injects.hold(buffer, size, data, peer, tag)) return 0;
   }
@@ -65,7 +65,7 @@ ssize_t Endpoint::inject_now(const void* buffer, size_t size, uint64_t data, fi_
 
 ssize_t Endpoint::receive(void* buffer, size_t size, void* descriptor, uint64_t tag,
                           OpContext* context) {
-  std::lock_guard<std::mutex> lock(io_mutex_);
+  std::lock_guard<std::mutex> lock(domain_.io_mutex());
   if (pooled_) {
     // Completed by a later poll(), also when a held message matches now.
     int released = -1;
@@ -78,7 +78,7 @@ ssize_t Endpoint::receive(void* buffer, size_t size, void* descriptor, uint64_t 
 }
 
 void Endpoint::cancel(OpContext* context) {
-  std::lock_guard<std::mutex> lock(io_mutex_);
+  std::lock_guard<std::mutex> lock(domain_.io_mutex());
   if (pooled_) {
     // Not found: it matched already and its completion is on its way.
     matcher_->cancel(context);
@@ -103,7 +103,7 @@ ssize_t Endpoint::send_with_header(const void* header, size_t header_size, void*
     message.addr = peer;
     message.context = &context->provider_context;
     message.data = compact;  // in place of cq_data: the receiver reads the header
-    std::lock_guard<std::mutex> lock(io_mutex_);
+    std::lock_guard<std::mutex> lock(domain_.io_mutex());
     return tracked(fi_sendmsg(ep_.get(), &message, FI_REMOTE_CQ_DATA | FI_COMPLETION));
   }
   fi_msg_tagged message{};
@@ -114,14 +114,14 @@ ssize_t Endpoint::send_with_header(const void* header, size_t header_size, void*
   message.tag = tag;
   message.context = &context->provider_context;
   message.data = cq_data;
-  std::lock_guard<std::mutex> lock(io_mutex_);
+  std::lock_guard<std::mutex> lock(domain_.io_mutex());
   return tracked(fi_tsendmsg(ep_.get(), &message, FI_REMOTE_CQ_DATA | FI_COMPLETION));
 }
 
 ssize_t Endpoint::write(const void* buffer, size_t size, void* descriptor, fi_addr_t peer,
                         uint64_t remote_address, uint64_t key, uint32_t immediate,
                         OpContext* context) {
-  std::lock_guard<std::mutex> lock(io_mutex_);
+  std::lock_guard<std::mutex> lock(domain_.io_mutex());
   return tracked(fi_writedata(ep_.get(), buffer, size, descriptor, immediate, peer, remote_address,
                               key, &context->provider_context));
 }
@@ -129,7 +129,7 @@ ssize_t Endpoint::write(const void* buffer, size_t size, void* descriptor, fi_ad
 ssize_t Endpoint::write_self(const void* buffer, size_t size, void* descriptor, const void* target,
                              const Registration& registration, OpContext* context) {
   uint64_t remote = remote_address(target, registration);
-  std::lock_guard<std::mutex> lock(io_mutex_);
+  std::lock_guard<std::mutex> lock(domain_.io_mutex());
   return tracked(fi_write(ep_.get(), buffer, size, descriptor, self_, remote, registration.key,
                           &context->provider_context));
 }
@@ -137,7 +137,7 @@ ssize_t Endpoint::write_self(const void* buffer, size_t size, void* descriptor, 
 ssize_t Endpoint::flush_read(const void* data, const Registration& registration,
                              OpContext* context) {
   uint64_t remote = remote_address(data, registration);
-  std::lock_guard<std::mutex> lock(io_mutex_);
+  std::lock_guard<std::mutex> lock(domain_.io_mutex());
   return tracked(fi_read(ep_.get(), flush_buffer_, 1, flush_descriptor_, self_, remote,
                          registration.key, &context->provider_context));
 }
@@ -154,13 +154,13 @@ ssize_t Endpoint::rma_write(const void* buffer, size_t size, void* descriptor, f
   message.rma_iov = &remote;
   message.rma_iov_count = 1;
   message.context = &context->provider_context;
-  std::lock_guard<std::mutex> lock(io_mutex_);
+  std::lock_guard<std::mutex> lock(domain_.io_mutex());
   return fi_writemsg(ep_.get(), &message, one_sided_flags_);
 }
 
 ssize_t Endpoint::rma_read(void* buffer, size_t size, void* descriptor, fi_addr_t peer,
                            uint64_t remote_address, uint64_t key, OpContext* context) {
-  std::lock_guard<std::mutex> lock(io_mutex_);
+  std::lock_guard<std::mutex> lock(domain_.io_mutex());
   return fi_read(ep_.get(), buffer, size, descriptor, peer, remote_address, key,
                  &context->provider_context);
 }
@@ -179,13 +179,13 @@ ssize_t Endpoint::atomic_add(const uint64_t* operand, void* descriptor, fi_addr_
   message.datatype = FI_UINT64;
   message.op = FI_SUM;
   message.context = &context->provider_context;
-  std::lock_guard<std::mutex> lock(io_mutex_);
+  std::lock_guard<std::mutex> lock(domain_.io_mutex());
   return fi_atomicmsg(ep_.get(), &message, one_sided_flags_);
 }
 
 bool Endpoint::atomic_add_supported(std::string* why) const {
   fi_atomic_attr attr{};
-  std::lock_guard<std::mutex> lock(io_mutex_);
+  std::lock_guard<std::mutex> lock(domain_.io_mutex());
   int rc = fi_query_atomic(domain_.get(), FI_UINT64, FI_SUM, &attr, 0);
   if (rc == 0 && attr.count >= 1) return true;
   *why = "provider " + provider_name_ + " does not add 64-bit words remotely (fi_query_atomic: " +
@@ -195,7 +195,7 @@ bool Endpoint::atomic_add_supported(std::string* why) const {
 
 uint64_t Endpoint::remote_address(const void* data, const Registration& registration) const {
   auto address = reinterpret_cast<uintptr_t>(data);
-  return (mr_mode_ & FI_MR_VIRT_ADDR) != 0 ? address : address - registration.start;
+  return (domain_.mr_mode() & FI_MR_VIRT_ADDR) != 0 ? address : address - registration.start;
 }
 
 }  // namespace weft::ofi

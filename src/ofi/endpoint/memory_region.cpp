@@ -30,11 +30,12 @@ std::string registration_hint(const Endpoint& endpoint, const MemorySource& sour
     }
     return "check GPUDirect RDMA support (nvidia-peermem or dma-buf) for this GPU and NIC";
   }
-  if ((rc == -FI_ENOMEM || rc == -ENOMEM) && endpoint.registration_limit() > 0) {
-    return endpoint.device_name() + " allows " + std::to_string(endpoint.registration_limit()) +
+  if ((rc == -FI_ENOMEM || rc == -ENOMEM) && endpoint.domain().registration_limit() > 0) {
+    return endpoint.device_name() + " allows " +
+           std::to_string(endpoint.domain().registration_limit()) +
            " memory regions (fi_info domain_attr mr_cnt; the provider's own buffers count too) "
            "and weft holds " +
-           std::to_string(endpoint.registrations_held()) +
+           std::to_string(endpoint.domain().registrations_held()) +
            " on it: each buffer NCCL registers takes one, and each comm of the rdma protocol up "
            "to three; keep WEFT_MR_CACHE=1 (registrations of the same pages shared) or open fewer "
            "comms; else check `ulimit -l`";
@@ -51,8 +52,8 @@ std::string registration_hint(const Endpoint& endpoint, const MemorySource& sour
 ncclResult_t classify_memory(Endpoint& endpoint, void* data, size_t size, int type,
                              MemorySource* source) {
   *source = MemorySource{};
-  return classify_buffer(endpoint.device_name(), endpoint.cuda(), endpoint.gpu_off_reason(), data,
-                         size, type, source);
+  return classify_buffer(endpoint.device_name(), endpoint.domain().cuda(),
+                         endpoint.domain().gpu_off_reason(), data, size, type, source);
 }
 
 ncclResult_t register_memory(Endpoint& endpoint, void* data, size_t size, MemorySource source,
@@ -62,7 +63,7 @@ ncclResult_t register_memory(Endpoint& endpoint, void* data, size_t size, Memory
   region->type = source.type;
   region->base = data;
   region->size = size;
-  region->cache = &endpoint.registration_cache();
+  region->cache = &endpoint.domain().registration_cache();
   if (size == 0 || data == nullptr) {
     *mhandle = region.release();  // nothing to register: no operation will touch it
     return ncclSuccess;
@@ -78,7 +79,7 @@ ncclResult_t register_memory(Endpoint& endpoint, void* data, size_t size, Memory
     key = clipped_to_allocation(key, source);
   }
 
-  RegistrationCache& cache = endpoint.registration_cache();
+  RegistrationCache& cache = endpoint.domain().registration_cache();
   if (RegistrationCache::Entry* entry = cache.acquire(key)) {
     region->entry = entry;
     region->descriptor = entry->registration.descriptor;
@@ -124,7 +125,8 @@ ncclResult_t deregister_memory(Endpoint* endpoint, const std::string& device_nam
   }
   ncclResult_t result = ncclSuccess;
   if (last.mr != nullptr) {
-    int rc = endpoint != nullptr ? endpoint->close_region(last.mr) : fi_close(&last.mr->fid);
+    int rc =
+        endpoint != nullptr ? endpoint->domain().close_region(last.mr) : fi_close(&last.mr->fid);
     if (rc != 0) {
       WEFT_WARN("%s: deregistering memory at %p failed: %s", device_name.c_str(), region->base,
                 fi_strerror(-rc));

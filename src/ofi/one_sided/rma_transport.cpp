@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "core/handle_header.h"
+#include "core/rma_connect.h"
 #include "ofi/comm/connection_messages.h"
 #include "ofi/discovery/provider_discovery.h"
 #include "ofi/ofi_transport.h"
@@ -103,13 +104,8 @@ ncclResult_t OfiTransport::rma_listen(int dev, void* handle, RmaListenComm** lis
 
 ncclResult_t OfiTransport::rma_connect(void* const* handles, int nranks, int rank,
                                        RmaListenComm* listen, RmaComm** comm) {
-  *comm = nullptr;
-  std::unique_ptr<OfiRmaComm> made;
-  ncclResult_t result =
-      OfiRmaComm::connect(handles, nranks, rank, static_cast<OfiRmaListenComm*>(listen),
-                          static_cast<int>(params_.connect_timeout_ms), &made);
-  if (result == ncclSuccess) *comm = made.release();
-  return result;
+  return connect_rma_comm<OfiRmaComm, OfiRmaListenComm>(
+      handles, nranks, rank, listen, static_cast<int>(params_.connect_timeout_ms), comm);
 }
 
 }  // namespace weft::ofi

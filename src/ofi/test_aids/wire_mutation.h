@@ -2,7 +2,7 @@
 // peer that changes one field of every message of one kind it sends after
 // connecting, so a test can show that the other side, an unchanged weft,
 // fails the connection naming the peer, never crashes and writes nothing
-// outside its posted buffers (plugin-tests/functional/test_hostile_peer.cpp).
+// outside its posted buffers (plugin-tests/functional/hostile_peer_test.cpp).
 // Off in real use: one predictable branch where such a field is encoded.
 #pragma once
 
