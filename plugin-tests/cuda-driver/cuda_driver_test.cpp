@@ -1,4 +1,4 @@
-// weft::cuda::Driver against softcuda (plugin-tests/softcuda), a libcuda.so.1
+// weft::cuda::Driver against softcuda (plugin-tests/doubles/softcuda), a libcuda.so.1
 // double whose "device memory" is host memory from a memfd: the test can read
 // it directly, and a dma-buf fd from it is a dup of that memfd. The hiding
 // drivers (hiding_driver.cpp) put softcuda behind a cuGetProcAddress that

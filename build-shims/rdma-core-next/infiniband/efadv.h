@@ -9,7 +9,7 @@
  * declared. Functions that rdma-core 44's libefa does not export
  * (efadv_query_mr, efadv_query_qp_wqs, efadv_query_cq, ...) are left out on
  * purpose, so configure keeps those paths off and the link stays clean.
- * Layouts follow the rdma-core ABI; softefa (plugin-tests/softverbs/efa)
+ * Layouts follow the rdma-core ABI; softefa (plugin-tests/doubles/softverbs/efa)
  * implements the same one.
  */
 #ifndef WEFT_EFADV_NEXT_H

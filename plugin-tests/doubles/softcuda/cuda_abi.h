@@ -3,7 +3,7 @@
 // implement. Written by hand so that the fixture builds without a CUDA
 // toolkit; the numeric values and signatures are those of CUDA 13.0.
 //
-// Internal to plugin-tests/softcuda (the doubles and their own test). Tests
+// Internal to plugin-tests/doubles/softcuda (the doubles and their own test). Tests
 // of weft include softcuda.h instead, which declares no CUDA types, so that it
 // can sit next to whatever CUDA declarations the code under test uses.
 #pragma once
