@@ -5,7 +5,7 @@
 #include <string>
 
 #include "fuzz_util.h"
-#include "ofi/comm/connection_messages.h"
+#include "ofi/wire/connection_messages.h"
 
 using namespace weft::ofi;
 

@@ -6,7 +6,7 @@
 #include <string>
 
 #include "fuzz_util.h"
-#include "ofi/rdma/rdma_wire.h"
+#include "ofi/wire/rdma_wire.h"
 
 using namespace weft::ofi;
 

@@ -15,8 +15,8 @@
 #include "core/handle_header.h"
 #include "core/link_messages.h"
 #include "core/peer_links.h"
-#include "ofi/comm/connection_messages.h"
-#include "ofi/rdma/rdma_wire.h"
+#include "ofi/wire/connection_messages.h"
+#include "ofi/wire/rdma_wire.h"
 #include "verbs/wire.h"
 
 using namespace weft;

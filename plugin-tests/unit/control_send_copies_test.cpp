@@ -10,7 +10,7 @@
 #include "ofi/discovery/provider_discovery.h"
 #include "ofi/endpoint/endpoint.h"
 #include "ofi/endpoint/slot_claims.h"
-#include "ofi/rdma/rdma_wire.h"
+#include "ofi/wire/rdma_wire.h"
 
 using namespace weft;
 using namespace weft::ofi;

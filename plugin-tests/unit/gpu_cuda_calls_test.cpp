@@ -1,11 +1,11 @@
-// forbid_cuda_calls (ofi/discovery/gpu_support.h): GPU memory only where the provider
+// forbid_cuda_calls (ofi/fabric/endpoint_options.h): GPU memory only where the provider
 // promises not to call CUDA on NCCL's proxy thread.
 #include <rdma/fi_errno.h>
 
 #include <catch2/catch.hpp>
 #include <map>
 
-#include "ofi/discovery/gpu_support.h"
+#include "ofi/fabric/endpoint_options.h"
 
 using namespace weft::ofi;
 

@@ -2,7 +2,7 @@
 #include <cstdlib>
 
 #include "ofi/discovery/provider_discovery.h"
-#include "ofi/endpoint/provider_quirks.h"
+#include "ofi/fabric/provider_quirks.h"
 
 using weft::is_rdma_provider;
 using weft::ofi::domain_selected;

@@ -1,6 +1,6 @@
 // The RDMA protocol's wire formats: round trips, and every malformed field
 // a buggy or hostile peer could send is refused with its reason.
-#include "ofi/rdma/rdma_wire.h"
+#include "ofi/wire/rdma_wire.h"
 
 #include <catch2/catch.hpp>
 #include <cstdint>

@@ -9,13 +9,13 @@
 #include "core/device_limit_log.h"
 #include "core/line_order_guard.h"
 #include "core/tcp_channel.h"
-#include "ofi/comm/connection_messages.h"
 #include "ofi/comm/listen_comm.h"
 #include "ofi/discovery/hash.h"
 #include "ofi/discovery/rail_grouping.h"
 #include "ofi/endpoint/efa_settings.h"
-#include "ofi/endpoint/provider_quirks.h"
+#include "ofi/fabric/provider_quirks.h"
 #include "ofi/one_sided/rma_comm.h"
+#include "ofi/wire/connection_messages.h"
 #include "weft/log.h"
 
 namespace weft::ofi {

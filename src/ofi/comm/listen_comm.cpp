@@ -7,8 +7,8 @@
 #include <chrono>
 #include <cstdio>
 
-#include "ofi/endpoint/provider_quirks.h"
 #include "ofi/endpoint/tag_layout.h"
+#include "ofi/fabric/provider_quirks.h"
 #include "weft/log.h"
 
 namespace weft::ofi {

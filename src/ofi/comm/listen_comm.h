@@ -6,9 +6,9 @@
 #include <memory>
 #include <vector>
 
-#include "ofi/comm/connection_messages.h"
 #include "ofi/comm/data_comm.h"
 #include "ofi/comm/recv_comm.h"
+#include "ofi/wire/connection_messages.h"
 
 namespace weft::ofi {
 

@@ -9,10 +9,10 @@
 
 #include "core/request_pool.h"
 #include "ofi/comm/chosen_path.h"
-#include "ofi/comm/connection_messages.h"
 #include "ofi/comm/data_comm.h"
 #include "ofi/rdma/rdma_recv_path.h"
 #include "ofi/tagged/tagged_recv_path.h"
+#include "ofi/wire/connection_messages.h"
 
 namespace weft::ofi {
 

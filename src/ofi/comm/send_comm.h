@@ -8,10 +8,10 @@
 #include <memory>
 
 #include "ofi/comm/chosen_path.h"
-#include "ofi/comm/connection_messages.h"
 #include "ofi/comm/data_comm.h"
 #include "ofi/rdma/rdma_send_path.h"
 #include "ofi/tagged/tagged_send_path.h"
+#include "ofi/wire/connection_messages.h"
 
 namespace weft::ofi {
 

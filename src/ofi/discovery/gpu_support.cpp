@@ -7,6 +7,8 @@
 
 #include "core/cuda/cuda_driver.h"
 #include "ofi/discovery/provider_discovery.h"
+#include "ofi/fabric/endpoint_options.h"
+#include "ofi/fabric/fabric_ptr.h"
 #include "weft/log.h"
 
 namespace weft::ofi {
@@ -80,23 +82,6 @@ void probe(const fi_info* info, const cuda::Driver& driver, bool try_dmabuf, Gpu
 }
 
 }  // namespace
-
-bool forbid_cuda_calls(EndpointOptionCalls& calls, const std::string& device,
-                       std::string* refusal) {
-  const bool permitted = false;
-  int rc = calls.set(fabric_option::kCudaApiPermitted, &permitted, sizeof(permitted));
-  if (rc == 0) {
-    WEFT_INFO(NCCL_INIT | NCCL_NET, "%s: fi_setopt FI_OPT_CUDA_API_PERMITTED=false: accepted",
-              device.c_str());
-    return true;
-  }
-  *refusal = "the provider refused FI_OPT_CUDA_API_PERMITTED=false (" +
-             std::string(fi_strerror(-rc)) +
-             "): it would call CUDA on NCCL's proxy thread, which can hang against NCCL's kernels";
-  WEFT_INFO(NCCL_INIT | NCCL_NET, "%s: fi_setopt FI_OPT_CUDA_API_PERMITTED=false: refused (%s)",
-            device.c_str(), fi_strerror(-rc));
-  return false;
-}
 
 GpuSupport enable_gpu_memory(DiscoveredDevice* device, const cuda::Driver* driver,
                              const Params& params) {

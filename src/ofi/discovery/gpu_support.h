@@ -9,8 +9,6 @@
 
 #include "core/flush_method.h"
 #include "ofi/discovery/provider_discovery.h"
-#include "ofi/endpoint/fabric_ptr.h"
-#include "ofi/endpoint/endpoint_options.h"
 #include "weft/params.h"
 
 namespace weft::cuda {
@@ -33,14 +31,5 @@ struct GpuSupport {
 // reason is logged once at INFO and kept in off_reason.
 GpuSupport enable_gpu_memory(DiscoveredDevice* device, const cuda::Driver* driver,
                              const Params& params);
-
-// Sets FI_OPT_CUDA_API_PERMITTED = false on an endpoint that will carry GPU
-// memory. A provider that calls CUDA on its own (shm and rxm without direct
-// send copy GPU data with cudaMemcpy, and libfabric follows a copy to or
-// from host memory with cudaDeviceSynchronize) does so on NCCL's proxy
-// thread, where it waits for NCCL's own kernels, which wait for the proxy:
-// a hang (seen on an H200 with 2.6's shm). False, with `refusal`, when the
-// provider refuses or does not know the option: no GPU memory there.
-bool forbid_cuda_calls(EndpointOptionCalls& calls, const std::string& device, std::string* refusal);
 
 }  // namespace weft::ofi

@@ -1,7 +1,7 @@
 #include "ofi/discovery/protocol_choice.h"
 
 #include "ofi/discovery/provider_discovery.h"
-#include "ofi/endpoint/provider_quirks.h"
+#include "ofi/fabric/provider_quirks.h"
 #include "weft/log.h"
 
 namespace weft::ofi {

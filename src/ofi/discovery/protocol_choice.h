@@ -4,8 +4,8 @@
 
 #include <string>
 
-#include "ofi/comm/connection_messages.h"
 #include "ofi/discovery/provider_discovery.h"
+#include "ofi/wire/connection_messages.h"
 #include "weft/params.h"
 
 namespace weft::ofi {

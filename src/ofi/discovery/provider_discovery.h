@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "core/provider_names.h"
-#include "ofi/endpoint/fabric_ptr.h"
+#include "ofi/fabric/fabric_ptr.h"
 #include "weft/params.h"
 #include "weft/transport.h"
 

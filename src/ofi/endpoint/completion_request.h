@@ -32,13 +32,6 @@ class CompletionOwner : public RequestOwner {
   ~CompletionOwner() = default;
 };
 
-// The Op of a request whose operations complete without a provider context
-// of their own (completed by the owner, by slot).
-struct UnpostedOp {
-  CompletionTarget* target = nullptr;
-  uint32_t slot = 0;
-};
-
 // Op: the transport's per-operation context, with members `target`
 // (CompletionTarget*) and `slot` (uint32_t). Owner: the final class (a
 // CompletionOwner) that starts it, so that test() calls its progress,

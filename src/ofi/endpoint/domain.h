@@ -20,8 +20,8 @@
 
 #include "core/flush_method.h"
 #include "nccl/types.h"
-#include "ofi/endpoint/fabric_ptr.h"
 #include "ofi/endpoint/registration.h"
+#include "ofi/fabric/fabric_ptr.h"
 
 namespace weft::cuda {
 class Driver;

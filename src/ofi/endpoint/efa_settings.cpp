@@ -2,8 +2,8 @@
 
 #include <rdma/fi_errno.h>
 
-#include "ofi/discovery/gpu_support.h"
-#include "ofi/endpoint/fabric_ptr.h"
+#include "ofi/fabric/endpoint_options.h"
+#include "ofi/fabric/fabric_ptr.h"
 #include "weft/log.h"
 
 namespace weft::ofi {

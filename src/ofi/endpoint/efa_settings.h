@@ -24,7 +24,7 @@
 
 #include <string>
 
-#include "ofi/endpoint/endpoint_options.h"
+#include "ofi/fabric/endpoint_options.h"
 
 namespace weft::ofi {
 

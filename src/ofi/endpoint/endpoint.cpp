@@ -10,11 +10,11 @@
 
 #include "core/comm_id.h"
 #include "core/line_order_guard.h"
-#include "ofi/discovery/gpu_support.h"
 #include "ofi/discovery/provider_discovery.h"
 #include "ofi/endpoint/efa_settings.h"
-#include "ofi/endpoint/provider_quirks.h"
-#include "ofi/rdma/rdma_wire.h"
+#include "ofi/fabric/endpoint_options.h"
+#include "ofi/fabric/provider_quirks.h"
+#include "ofi/wire/rdma_wire.h"
 #include "weft/log.h"
 
 namespace weft::ofi {
@@ -91,7 +91,7 @@ ncclResult_t Endpoint::open(const fi_info* info, const std::string& device_name,
     ncclResult_t result = endpoint->settle_efa_settings();
     if (result != ncclSuccess) return result;
   } else if (endpoint->domain_.gpu_memory()) {
-    // Per endpoint: init found the provider accepts it (gpu_support.h).
+    // Per endpoint: init found the provider accepts it (gpu_support.cpp).
     FabricOptionCalls calls(ep);
     std::string refusal;
     if (!forbid_cuda_calls(calls, device_name, &refusal)) {

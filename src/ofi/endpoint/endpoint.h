@@ -22,10 +22,10 @@
 #include "ofi/endpoint/completion.h"
 #include "ofi/endpoint/control_send_copies.h"
 #include "ofi/endpoint/domain.h"
-#include "ofi/endpoint/fabric_ptr.h"
 #include "ofi/endpoint/message_matcher.h"
 #include "ofi/endpoint/registration.h"
 #include "ofi/endpoint/remote_write_target.h"
+#include "ofi/fabric/fabric_ptr.h"
 #include "ofi/test_aids/test_aids.h"
 #include "weft/transport.h"
 

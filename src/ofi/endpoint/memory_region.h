@@ -8,8 +8,8 @@
 #include <string>
 
 #include "nccl/types.h"
-#include "ofi/discovery/rails.h"
 #include "ofi/endpoint/registration.h"
+#include "ofi/wire/rails.h"
 
 namespace weft::ofi {
 

@@ -180,7 +180,7 @@ ncclResult_t RdmaRecvPath::irecv(int n, void** data, const size_t* sizes, const 
       }
     }
   }
-  RecvRequest* req = pool_.acquire();
+  RdmaRecvRequest* req = pool_.acquire();
   if (req == nullptr) return poll_rails();
   const int s = slot_of(req);
   // A slot's first use (the pool grew): give it room for its state. Only
@@ -196,8 +196,7 @@ ncclResult_t RdmaRecvPath::irecv(int n, void** data, const size_t* sizes, const 
       return ncclSystemError;
     }
   }
-  req->start(this, n + 1, /*is_send=*/false, n);
-  req->set_posted_size(kCtsOp, SIZE_MAX);
+  req->start(this, n);
   // Encoded in place: irecv is on every message's path.
   uint8_t* cts = unsent_cts(s);
   const int rail_count = rails();
@@ -262,7 +261,7 @@ ncclResult_t RdmaRecvPath::irecv(int n, void** data, const size_t* sizes, const 
 }
 
 bool RdmaRecvPath::send_cts(int s) {
-  RecvRequest* req = slot_at(s).request;
+  RdmaRecvRequest* req = slot_at(s).request;
   const uint8_t* bytes = unsent_cts(s);
   const size_t cts_bytes = cts_size(bytes[5], rails());
   ssize_t rc;
@@ -278,7 +277,7 @@ bool RdmaRecvPath::send_cts(int s) {
     const ControlSendCopies::Take taken = copies.take(&copy);
     if (taken == ControlSendCopies::Take::kNone) return false;  // the endpoint's are all out
     if (taken == ControlSendCopies::Take::kFailed) {
-      req->on_error(kCtsOp, FI_ENOMEM, 0, "no registered memory for the clear-to-send");
+      cts_failed(req, FI_ENOMEM, "no registered memory for the clear-to-send");
       return true;
     }
     CtsSend& send = cts_sends_[b];
@@ -295,7 +294,7 @@ bool RdmaRecvPath::send_cts(int s) {
     }
   }
   if (rc == 0) {
-    req->complete_now(kCtsOp);
+    req->cts_done();
     return true;
   }
   if (rc == -FI_EAGAIN) return false;
@@ -303,7 +302,7 @@ bool RdmaRecvPath::send_cts(int s) {
             endpoint_.device_name().c_str(), static_cast<int>(bytes[5]), peer_.name.c_str(),
             fi_strerror((int)-rc));
   // The receive fails in test(), naming the peer.
-  req->on_error(kCtsOp, static_cast<int>(-rc), 0, "sending the clear-to-send failed");
+  cts_failed(req, static_cast<int>(-rc), "sending the clear-to-send failed");
   return true;
 }
 
@@ -370,7 +369,7 @@ ncclResult_t RdmaRecvPath::resolve_unsent(Unsent which) {
     const uint32_t count = static_cast<uint32_t>(slot_at(s).count);
     const bool filled = filled_eagerly(s);
     if (filled && skipped_groups_ < kRdmaMaxSkipped && skipped_messages_ + count <= skip_limit_) {
-      slot_at(s).request->complete_now(kCtsOp);
+      slot_at(s).request->cts_done();
       ++skipped_groups_;
       skipped_messages_ += count;
     } else {
@@ -454,7 +453,7 @@ bool RdmaRecvPath::place_eager(int index, ncclResult_t* result) {
 bool RdmaRecvPath::fill_entry(int index, uint32_t message, int32_t tag, uint64_t size,
                               bool truncated, const uint8_t* data, ncclResult_t* result) {
   Bounce& bounce = bounces_[index];
-  RecvRequest* req = nullptr;
+  RdmaRecvRequest* req = nullptr;
   int entry_index = -1;
   int slot_index = -1;
   bool copy_to_gpu = false;
@@ -490,8 +489,8 @@ bool RdmaRecvPath::fill_entry(int index, uint32_t message, int32_t tag, uint64_t
       std::snprintf(text, sizeof(text),
                     "message truncated: the sender's %llu bytes exceed the %zu posted",
                     (unsigned long long)size, entry->posted);
-      req->on_error(static_cast<uint32_t>(entry_index), kTruncated,
-                    size > entry->posted ? size - entry->posted : 0, text);
+      req->fail(static_cast<uint32_t>(entry_index), kTruncated,
+                size > entry->posted ? size - entry->posted : 0, text);
       return true;
     }
     auto* region = static_cast<const MemoryRegion*>(entry->region);
@@ -499,7 +498,7 @@ bool RdmaRecvPath::fill_entry(int index, uint32_t message, int32_t tag, uint64_t
     ++placed_from_bounces_;
     if (!copy_to_gpu) {
       if (size > 0) std::memcpy(entry->data, data, size);
-      req->on_complete(static_cast<uint32_t>(entry_index), size, nullptr);
+      req->entry_done(static_cast<uint32_t>(entry_index), size);
       return true;
     }
     entry->received = size;
@@ -515,8 +514,8 @@ bool RdmaRecvPath::fill_entry(int index, uint32_t message, int32_t tag, uint64_t
     if (rc == 0) return true;
     if (rc != -FI_EAGAIN) {
       bounce.state.store(kIdle, std::memory_order_release);
-      req->on_error(static_cast<uint32_t>(entry_index), static_cast<int>(-rc), 0,
-                    "copying eager data into GPU memory failed");
+      req->fail(static_cast<uint32_t>(entry_index), static_cast<int>(-rc), 0,
+                "copying eager data into GPU memory failed");
       return true;
     }
     *result = poll_rails();
@@ -596,7 +595,7 @@ bool RdmaRecvPath::place_from_pool(const uint8_t* bytes, size_t length, const ui
   slot.eager_entries.fetch_add(1, std::memory_order_relaxed);
   if (size > 0) std::memcpy(entry.data, bytes, size);
   placed_from_pool_.fetch_add(1, std::memory_order_relaxed);
-  slot.request->on_complete(static_cast<uint32_t>(entry_index), size, nullptr);
+  slot.request->entry_done(static_cast<uint32_t>(entry_index), size);
   return true;
 }
 
@@ -607,8 +606,7 @@ void RdmaRecvPath::CopyTarget::on_complete(uint32_t slot, size_t, const uint64_t
   Slot& owner = path->slot_at(static_cast<int>(position / kRdmaMaxEntries));
   int entry = static_cast<int>(position % kRdmaMaxEntries);
   if (owner.request != nullptr) {
-    owner.request->on_complete(static_cast<uint32_t>(entry), owner.entries[entry].received,
-                               nullptr);
+    owner.request->entry_done(static_cast<uint32_t>(entry), owner.entries[entry].received);
   }
   bounce.state.store(kIdle, std::memory_order_release);
 }
@@ -619,7 +617,7 @@ void RdmaRecvPath::CopyTarget::on_error(uint32_t slot, int error, size_t, const 
   std::lock_guard<std::mutex> lock(path->state_mutex_);
   Slot& owner = path->slot_at(static_cast<int>(position / kRdmaMaxEntries));
   if (owner.request != nullptr) {
-    owner.request->on_error(position % kRdmaMaxEntries, error, 0, text);
+    owner.request->fail(position % kRdmaMaxEntries, error, 0, text);
   }
   bounce.state.store(kIdle, std::memory_order_release);
 }
@@ -745,7 +743,7 @@ void RdmaRecvPath::complete_if_written(Slot& slot, int index) {
     return;
   if (needs_notices_ && !entry.noticed) return;
   size_t size = needs_notices_ ? entry.notice_size : entry.received;
-  slot.request->on_complete(static_cast<uint32_t>(index), size, nullptr);
+  slot.request->entry_done(static_cast<uint32_t>(index), size);
 }
 
 void RdmaRecvPath::take_size_notice(const EagerHeader& header) {
@@ -771,8 +769,7 @@ void RdmaRecvPath::take_size_notice(const EagerHeader& header) {
   fail("size notice for message #" + std::to_string(header.index) + " matches no pending receive");
 }
 
-void RdmaRecvPath::recycle(Request* request) {
-  auto* req = static_cast<RecvRequest*>(request);
+void RdmaRecvPath::recycle(RdmaRecvRequest* req) {
   {
     std::lock_guard<std::mutex> lock(state_mutex_);
     slot_at(slot_of(req)).request = nullptr;
@@ -786,10 +783,12 @@ ncclResult_t RdmaRecvPath::report_failure(int error, size_t overflow_length, siz
                             text);
 }
 
-void RdmaRecvPath::operation_failed(uint32_t slot, int error, const char* text) {
-  if (slot != kCtsOp || error == FI_ECANCELED) return;
-  fault_.raise(ncclRemoteError, endpoint_.device_name(), peer_.name,
-               std::string("a clear-to-send failed: ") + fi_strerror(error) + " (" + text + ")");
+void RdmaRecvPath::cts_failed(RdmaRecvRequest* request, int error, const char* text) {
+  if (error != FI_ECANCELED) {
+    fault_.raise(ncclRemoteError, endpoint_.device_name(), peer_.name,
+                 std::string("a clear-to-send failed: ") + fi_strerror(error) + " (" + text + ")");
+  }
+  request->fail(kCtsOp, error, 0, text);
 }
 
 bool RdmaRecvPath::in_flight() {
@@ -797,7 +796,7 @@ bool RdmaRecvPath::in_flight() {
     uint8_t state = bounces_[i].state.load(std::memory_order_acquire);
     if (state == kPosted || state == kCopying) return true;
   }
-  if (pool_.any_in_use([](RecvRequest& req) { return !req.finished(); })) return true;
+  if (pool_.any_in_use([](RdmaRecvRequest& req) { return !req.finished(); })) return true;
   for (int i = 0; i < kRdmaSlots; ++i) {
     // The provider may still read the buffer.
     if (cts_sends_[i].busy.load(std::memory_order_acquire)) return true;
@@ -814,7 +813,7 @@ void RdmaRecvPath::cancel_receives() {
   // Held back clear-to-sends are not sent any more: their receives wait as
   // any other pending receive does.
   for (; unsent_head_ != unsent_tail_; ++unsent_head_) {
-    slot_at(unsent_[unsent_head_ % kRdmaSlots]).request->drop_unposted(1);
+    slot_at(unsent_[unsent_head_ % kRdmaSlots]).request->drop_cts();
   }
   for (int i = 0; i < active_bounces_; ++i) {
     if (bounces_[i].state.load(std::memory_order_acquire) == kPosted) {

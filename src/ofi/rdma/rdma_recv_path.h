@@ -16,17 +16,15 @@
 #include "core/chunked_array.h"
 #include "core/connection_fault.h"
 #include "core/request_pool.h"
-#include "ofi/comm/path_peer.h"
 #include "ofi/endpoint/completion.h"
 #include "ofi/endpoint/endpoint.h"
-#include "ofi/rdma/rdma_wire.h"
+#include "ofi/endpoint/path_peer.h"
+#include "ofi/rdma/rdma_recv_request.h"
+#include "ofi/wire/rdma_wire.h"
 
 namespace weft::ofi {
 
-class RdmaRecvPath final : public CompletionOwner,
-                           public CompletionTarget,
-                           public RemoteWriteTarget,
-                           public EagerSink {
+class RdmaRecvPath final : public CompletionTarget, public RemoteWriteTarget, public EagerSink {
  public:
   // rails[0] carries clear-to-sends and eager messages; data writes may
   // arrive on any rail.
@@ -45,13 +43,13 @@ class RdmaRecvPath final : public CompletionOwner,
 
   ncclResult_t irecv(int n, void** data, const size_t* sizes, const int* tags, void** mhandles,
                      Request** request);
-  ncclResult_t progress() override;
-  void recycle(Request* request) override;
+  // Polls the rails, places what arrived, sends the clear-to-sends due;
+  // once the connection failed, returns that failure.
+  ncclResult_t progress();
+  // A finished receive back to the pool.
+  void recycle(RdmaRecvRequest* request);
   ncclResult_t report_failure(int error, size_t overflow_length, size_t posted_size,
-                              const char* text) override;
-  // A clear-to-send that could not be posted: the sender will never write
-  // that receive.
-  void operation_failed(uint32_t slot, int error, const char* text) override;
+                              const char* text);
   bool in_flight();
   void cancel_receives();
 
@@ -65,10 +63,7 @@ class RdmaRecvPath final : public CompletionOwner,
   bool take(const uint8_t* bytes, size_t length, const uint64_t* data, bool behind) override;
 
  private:
-  // Its operations are never posted to the provider (writes land by
-  // immediate, eager data by bounce buffer): no provider context each.
-  using RecvRequest = CompletionRequest<kRdmaMaxEntries + 1, UnpostedOp, RdmaRecvPath>;
-  static constexpr int kCtsOp = kRdmaMaxEntries;
+  static constexpr uint32_t kCtsOp = RdmaRecvRequest::kCtsOp;
   // Requests and their slots are allocated this many at a time.
   static constexpr size_t kSlotChunk = 8;
   // Bounce buffers a comm starts with; it gets the rest of eager_buffers
@@ -91,7 +86,7 @@ class RdmaRecvPath final : public CompletionOwner,
     size_t notice_size = 0;
   };
   struct Slot {
-    RecvRequest* request = nullptr;
+    RdmaRecvRequest* request = nullptr;
     uint32_t group_seq = 0;
     uint32_t first_index = 0;
     int count = 0;
@@ -199,13 +194,16 @@ class RdmaRecvPath final : public CompletionOwner,
   bool fill_entry(int bounce, uint32_t index, int32_t tag, uint64_t size, bool truncated,
                   const uint8_t* data, ncclResult_t* result);
   [[gnu::cold]] void fail(const std::string& problem);
+  // The clear-to-send of `request` could not be posted: the sender will
+  // never write that receive, so the connection fails and test() ends.
+  [[gnu::cold]] void cts_failed(RdmaRecvRequest* request, int error, const char* text);
   // Completes a written entry once every segment (and its size notice, where
   // needed) arrived. Called with state_mutex_ held.
   void complete_if_written(Slot& slot, int entry);
   // A size notice for message `index`, entry `entry`.
   void take_size_notice(const EagerHeader& header);
   ncclResult_t poll_rails();
-  int slot_of(const RecvRequest* request) const { return pool_.index_of(request); }
+  int slot_of(const RdmaRecvRequest* request) const { return pool_.index_of(request); }
 
   std::vector<Endpoint*> rails_;
   Endpoint& endpoint_;  // rails_[0]
@@ -265,7 +263,7 @@ class RdmaRecvPath final : public CompletionOwner,
   ChunkedArray<Slot, kRdmaSlots, kSlotChunk> slots_;
   bool needs_notices_ = false;
   ConnectionFault fault_;
-  RequestPool<RecvRequest, kRdmaSlots, kSlotChunk> pool_;
+  RequestPool<RdmaRecvRequest, kRdmaSlots, kSlotChunk> pool_;
 };
 
 }  // namespace weft::ofi

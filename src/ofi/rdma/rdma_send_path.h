@@ -15,10 +15,10 @@
 
 #include "core/connection_fault.h"
 #include "core/request_pool.h"
-#include "ofi/comm/path_peer.h"
 #include "ofi/endpoint/completion.h"
 #include "ofi/endpoint/endpoint.h"
-#include "ofi/rdma/rdma_wire.h"
+#include "ofi/endpoint/path_peer.h"
+#include "ofi/wire/rdma_wire.h"
 
 namespace weft::ofi {
 

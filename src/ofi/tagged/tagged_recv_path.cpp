@@ -4,8 +4,8 @@
 
 #include "ofi/endpoint/completion_failure.h"
 #include "ofi/endpoint/memory_region.h"
-#include "ofi/endpoint/provider_quirks.h"
 #include "ofi/endpoint/tag_layout.h"
+#include "ofi/fabric/provider_quirks.h"
 #include "weft/log.h"
 
 namespace weft::ofi {

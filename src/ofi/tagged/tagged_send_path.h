@@ -8,9 +8,9 @@
 #include <cstddef>
 
 #include "core/request_pool.h"
-#include "ofi/comm/path_peer.h"
 #include "ofi/endpoint/completion.h"
 #include "ofi/endpoint/endpoint.h"
+#include "ofi/endpoint/path_peer.h"
 
 namespace weft::ofi {
 

@@ -10,7 +10,7 @@
 #include <string>
 #include <string_view>
 
-#include "ofi/rdma/rdma_wire.h"
+#include "ofi/wire/rdma_wire.h"
 
 namespace weft::ofi {
 

@@ -26,7 +26,7 @@
 #include <cstdint>
 #include <string>
 
-#include "ofi/discovery/rails.h"
+#include "ofi/wire/rails.h"
 
 namespace weft::ofi {
 

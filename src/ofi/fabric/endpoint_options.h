@@ -1,7 +1,7 @@
 // Endpoint options (fi_setopt / fi_getopt at FI_OPT_ENDPOINT level): their
 // numbers, and the calls behind an interface. Used for every provider
-// (FI_OPT_CUDA_API_PERMITTED, gpu_support.h) and for EFA's own settings
-// (efa_settings.h).
+// (FI_OPT_CUDA_API_PERMITTED: forbid_cuda_calls, when GPU support is probed
+// and on every endpoint) and for EFA's own settings (efa_settings.h).
 #pragma once
 
 #include <rdma/fabric.h>
@@ -9,6 +9,7 @@
 #include <rdma/fi_ext.h>
 
 #include <cstddef>
+#include <string>
 
 namespace weft::ofi {
 
@@ -43,5 +44,14 @@ class FabricOptionCalls final : public EndpointOptionCalls {
  private:
   fid_ep* endpoint_;
 };
+
+// Sets FI_OPT_CUDA_API_PERMITTED = false on an endpoint that will carry GPU
+// memory. A provider that calls CUDA on its own (shm and rxm without direct
+// send copy GPU data with cudaMemcpy, and libfabric follows a copy to or
+// from host memory with cudaDeviceSynchronize) does so on NCCL's proxy
+// thread, where it waits for NCCL's own kernels, which wait for the proxy:
+// a hang (seen on an H200 with 2.6's shm). False, with `refusal`, when the
+// provider refuses or does not know the option: no GPU memory there.
+bool forbid_cuda_calls(EndpointOptionCalls& calls, const std::string& device, std::string* refusal);
 
 }  // namespace weft::ofi

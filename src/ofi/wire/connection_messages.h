@@ -21,7 +21,7 @@
 
 #include "core/handle_header.h"
 #include "core/peer_links.h"
-#include "ofi/discovery/rails.h"
+#include "ofi/wire/rails.h"
 
 namespace weft::ofi {
 

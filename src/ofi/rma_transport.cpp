@@ -5,10 +5,10 @@
 
 #include "core/handle_header.h"
 #include "core/rma_connect.h"
-#include "ofi/comm/connection_messages.h"
 #include "ofi/discovery/provider_discovery.h"
 #include "ofi/ofi_transport.h"
 #include "ofi/one_sided/rma_comm.h"
+#include "ofi/wire/connection_messages.h"
 #include "weft/log.h"
 
 namespace weft::ofi {

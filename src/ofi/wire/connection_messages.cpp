@@ -1,4 +1,4 @@
-#include "ofi/comm/connection_messages.h"
+#include "ofi/wire/connection_messages.h"
 
 #include <cstring>
 

@@ -1,4 +1,4 @@
-#include "ofi/endpoint/provider_quirks.h"
+#include "ofi/fabric/provider_quirks.h"
 
 #include <rdma/fi_cm.h>
 #include <rdma/fi_eq.h>
@@ -11,8 +11,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "core/provider_names.h"
 #include "core/random.h"
-#include "ofi/discovery/provider_discovery.h"
 #include "weft/log.h"
 
 namespace weft::ofi {

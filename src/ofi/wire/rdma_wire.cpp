@@ -1,4 +1,4 @@
-#include "ofi/rdma/rdma_wire.h"
+#include "ofi/wire/rdma_wire.h"
 
 #include <cstring>
 
