@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # From a fresh Debian bookworm machine to weft moving bytes: installs the
-# build dependencies (apt-get, as root or through sudo), builds, and runs
+# build dependencies (apt-get, as root or through sudo), builds the plugin
+# and its tools, and runs
 # weft-perf with two ranks over loopback through the plugin, printing the
 # latency and bandwidth table. Safe to rerun.
 set -euo pipefail
@@ -8,8 +9,10 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 source scripts/lib/install-deps.sh
 
-weft_install_deps
-weft_build
+# What building and running the plugin needs, no more: scripts/test.sh
+# installs and builds what the tests add.
+weft_install_deps build
+weft_build plugin
 
 perf=build/src/tools/perf/weft-perf
 if [[ ! -x $perf ]]; then

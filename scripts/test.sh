@@ -1,95 +1,123 @@
 #!/usr/bin/env bash
-# Installs the build dependencies, builds, and runs every test (all ctest
-# labels, including the docs check) against Debian's libfabric 1.17; then
-# runs each fuzz target for WEFT_FUZZ_SECONDS (20) from its seed corpus
-# (clang, preset fuzz); then the unit, conformance and functional suites
-# over tcp, shm and softverbs again under AddressSanitizer + UBSan (preset
-# asan, LeakSanitizer checking each rank); then builds libfabric 2.6 from
+# Installs the build and test dependencies, builds, and runs every test
+# (all ctest labels, including the docs check) against Debian's libfabric
+# 1.17; then runs each fuzz target for WEFT_FUZZ_SECONDS (20) from its seed
+# corpus (clang, preset fuzz); then the unit, conformance and functional
+# suites over tcp, shm and softverbs again under AddressSanitizer + UBSan
+# (preset asan, LeakSanitizer checking each rank) and the threaded ones
+# under ThreadSanitizer (preset tsan); then builds libfabric 2.6 from
 # ../shared/vendor (CUDA-enabled, cached) and runs the conformance,
 # functional and cuda suites against it too, where the GPU paths run on
-# softcuda over softefa's FI_HMEM; then builds the .deb and .rpm, lints the
-# .deb and installs it into a fresh Debian root (scripts/package-test.sh).
-# Used by CI (.ci/run); needs no stdin. Extra arguments go to the 1.17 ctest run only (and skip the 2.6
-# run), e.g. scripts/test.sh -L unit
+# softcuda over softefa's FI_HMEM; then the Soft-RoCE VM's suites (real
+# rdma-core and the kernel's rdma_rxe under QEMU, label vm-ci); then builds
+# the .deb and .rpm, lints the .deb and installs it into a fresh Debian
+# root (scripts/package-test.sh).
+#
+# Every stage is timed: the run ends with a table of the stages and the 25
+# slowest tests (scripts/lib/stages.sh), and under CI it fails when the
+# whole run took longer than WEFT_RUN_BUDGET_S (3600).
+# Used by CI (.ci/run); needs no stdin. Extra arguments go to the 1.17 ctest
+# run only (and skip every later stage), e.g. scripts/test.sh -L unit
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 source scripts/lib/install-deps.sh
 source scripts/lib/libfabric26.sh
-
-weft_install_deps
-weft_build
+source scripts/lib/stages.sh
 
 # Per-test timeout: a hung peer must fail the test, not the CI job.
 timeout_s=${WEFT_TEST_TIMEOUT:-600}
-# Tests run two at a time: most of a test's time is spent waiting (close
-# timeouts, peers, retries), none binds a fixed port outside its own network
-# namespace, and none asserts on time. Tests over libfabric's shm, once run
-# alone (its EBUSY on re-init), run beside others since weft names each shm
-# endpoint uniquely. WEFT_TEST_JOBS=1 runs them all one by one.
-jobs=${WEFT_TEST_JOBS:-2}
+# Tests run four at a time on 2 cores: a test's ranks spend much of it
+# waiting (close timeouts, peers, retries) in poll loops, none binds a
+# fixed port outside its own network namespace, and none asserts on time.
+# Measured on 2 cores, the libfabric 1.17 stage: 1,165 s at -j2, 923 s at
+# -j4 (the same tests). Tests over libfabric's shm, once run alone (its
+# EBUSY on re-init), run beside others since weft names each shm endpoint
+# uniquely. WEFT_TEST_JOBS=1 runs them all one by one. ThreadSanitizer's
+# stage runs two at a time: its slowdown is tenfold.
+jobs=${WEFT_TEST_JOBS:-4}
+tsan_jobs=${WEFT_TEST_JOBS:-2}
 status=0
 full_run=0
-# Tests labelled known-issue fail because of libfabric provider bugs
-# (docs/known-issues.md); run them with: ctest --preset default -L known-issue
-if [ $# -eq 0 ]; then
-  full_run=1
-  set -- -LE known-issue
-  echo "==> not run (known provider issues): $(ctest --preset default -N -L known-issue | sed -n 's/.*Test *#[0-9]*: //p' | tr '\n' ' ')"
-fi
-echo "==> ctest --preset default -j $jobs, libfabric 1.17 (timeout ${timeout_s}s per test)"
-ctest --preset default -j "$jobs" --output-on-failure --timeout "$timeout_s" "$@" </dev/null ||
-  status=$?
+[[ $# -eq 0 ]] && full_run=1
 
-if [ "$full_run" -eq 1 ]; then
-  fuzz_seconds=${WEFT_FUZZ_SECONDS:-20}
+stage_install() {
+  weft_install_deps test
+}
+
+stage_build() {
+  weft_build
+}
+
+stage_tests_117() {
+  local args=("$@")
+  # Tests labelled known-issue fail because of libfabric provider bugs
+  # (docs/known-issues.md); run them with: ctest --preset default -L known-issue
+  if [[ ${#args[@]} -eq 0 ]]; then
+    args=(-LE known-issue)
+    echo "==> not run (known provider issues): $(ctest --preset default -N -L known-issue | sed -n 's/.*Test *#[0-9]*: //p' | tr '\n' ' ')"
+  fi
+  echo "==> ctest --preset default -j $jobs, libfabric 1.17 (timeout ${timeout_s}s per test)"
+  ctest --preset default -j "$jobs" --output-on-failure --timeout "$timeout_s" \
+    --output-junit "$(weft_junit libfabric-1.17)" "${args[@]}" </dev/null
+}
+
+stage_fuzz() {
+  local fuzz_seconds=${WEFT_FUZZ_SECONDS:-20}
   echo "==> fuzz targets (clang, AddressSanitizer + UBSan), ${fuzz_seconds}s each (docs/fuzzing.md)"
   if [[ ! -f build-fuzz/build.ninja ]]; then
-    cmake --preset fuzz </dev/null
+    cmake --preset fuzz </dev/null || return
   fi
-  cmake -S . -B build-fuzz -DWEFT_FUZZ_SECONDS="$fuzz_seconds" >/dev/null </dev/null
-  cmake --build --preset fuzz -j "$(nproc)" </dev/null &&
-    ctest --preset fuzz -j "$jobs" -L fuzz </dev/null || status=$?
+  cmake -S . -B build-fuzz -DWEFT_FUZZ_SECONDS="$fuzz_seconds" >/dev/null </dev/null || return
+  cmake --build --preset fuzz -j "$(nproc)" </dev/null || return
+  ctest --preset fuzz -j "$jobs" -L fuzz --output-junit "$(weft_junit fuzz)" </dev/null
+}
 
+stage_asan() {
+  local rc=0
   echo "==> AddressSanitizer + UBSan build (preset asan): unit tests, conformance and functional over tcp, shm, softverbs (docs/sanitizers.md)"
   if [[ ! -f build-asan/build.ninja ]]; then
-    cmake --preset asan </dev/null
+    cmake --preset asan </dev/null || return
   fi
-  if cmake --build --preset asan -j "$(nproc)" </dev/null; then
-    asan_ctest=(ctest --preset asan -j "$jobs" --output-on-failure --timeout "$timeout_s")
+  cmake --build --preset asan -j "$(nproc)" </dev/null || return
+  local asan_ctest=(ctest --preset asan -j "$jobs" --output-on-failure --timeout "$timeout_s")
+  (
     export LSAN_OPTIONS=suppressions=$PWD/plugin-tests/sanitizers/lsan.supp:print_suppressions=0
     export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
     export ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1
-    "${asan_ctest[@]}" -L unit </dev/null || status=$?
+    "${asan_ctest[@]}" --output-junit "$(weft_junit asan-unit)" -L unit </dev/null || rc=1
     # ABI versions 6 and 12 only in the two-process suites here: the
     # adapters for the others run under ASan in the unit tests, and over
     # every version in the 1.17 run above.
-    export WEFT_TEST_VERSIONS=6,12
+    export WEFT_TEST_STAGE_VERSIONS=6,12
     # conformance.shm.close: under ASan, the send after finalize and re-init
     # never completes (also with the liveness links off); without ASan it
     # passes. Not traced yet (docs/sanitizers.md).
-    "${asan_ctest[@]}" -LE 'known-issue|vm' \
+    "${asan_ctest[@]}" --output-junit "$(weft_junit asan-ofi)" -LE 'known-issue|vm' \
       -R '^(conformance|functional)[.](tcp|tcp-rdma|shm|shm-rdma)[.]' \
-      -E '^conformance[.]shm[.]close$' </dev/null || status=$?
+      -E '^conformance[.]shm[.]close$' </dev/null || rc=1
     # The verbs transport over softverbs: memory errors and UB, no leak
     # check yet (docs/sanitizers.md says what it reports).
     ASAN_OPTIONS=detect_leaks=0:allocator_may_return_null=1 "${asan_ctest[@]}" \
-      -LE 'known-issue|vm' -R '^(conformance|functional)[.]softverbs[.]' </dev/null || status=$?
+      --output-junit "$(weft_junit asan-softverbs)" -LE 'known-issue|vm' \
+      -R '^(conformance|functional)[.]softverbs[.]' </dev/null || rc=1
     # One-sided comms (plugin-tests/rma): atomics and messages as signals
     # over libfabric, and the native verbs transport on softverbs.
     # No leak check: a rank's process ends with _exit.
     ASAN_OPTIONS=detect_leaks=0:allocator_may_return_null=1 "${asan_ctest[@]}" \
-      -R '^rma[.](tcp|tcp-message|softverbs)[.]rma14$' </dev/null || status=$?
-    unset ASAN_OPTIONS LSAN_OPTIONS UBSAN_OPTIONS WEFT_TEST_VERSIONS
-  else
-    status=1
-  fi
+      --output-junit "$(weft_junit asan-rma)" -R '^rma[.](tcp|tcp-message|softverbs)[.]rma14$' </dev/null || rc=1
+    exit "$rc"
+  )
+}
 
+stage_tsan() {
+  local rc=0
   echo "==> ThreadSanitizer build (preset tsan): unit tests and the threaded suites over tcp, shm, softverbs (docs/sanitizers.md)"
   if [[ ! -f build-tsan/build.ninja ]]; then
-    cmake --preset tsan </dev/null
+    cmake --preset tsan </dev/null || return
   fi
-  if cmake --build --preset tsan -j "$(nproc)" </dev/null; then
+  cmake --build --preset tsan -j "$(nproc)" </dev/null || return
+  (
     # halt_on_error: a rank ends with _exit, which would skip TSan's exit code.
     export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 history_size=7 suppressions=$PWD/plugin-tests/sanitizers/tsan.supp"
     # No liveness links here: under TSan's slowdown a receiver can fall more
@@ -97,60 +125,97 @@ if [ "$full_run" -eq 1 ]; then
     # closed its comms, which the link reports as the peer gone (seen once;
     # docs/liveness.md, "Not covered"). This stage looks for data races.
     export WEFT_PEER_TIMEOUT_MS=0
-    # Races do not depend on the ABI version: the newest one only, where
-    # the suite's own environment does not pick versions.
-    export WEFT_TEST_VERSIONS=12
-    tsan_ctest=(ctest --preset tsan -j "$jobs" --output-on-failure --timeout "$timeout_s")
+    # Races do not depend on the ABI version: the newest one only.
+    export WEFT_TEST_STAGE_VERSIONS=12
+    tsan_ctest=(ctest --preset tsan -j "$tsan_jobs" --output-on-failure --timeout "$timeout_s")
     # The unit tests of weft's own libraries (the preset builds no others).
-    build-tsan/plugin-tests/unit/weft-unit-tests </dev/null || status=$?
-    "${tsan_ctest[@]}" -LE 'known-issue|vm' \
+    build-tsan/plugin-tests/unit/weft-unit-tests </dev/null || rc=1
+    "${tsan_ctest[@]}" --output-junit "$(weft_junit tsan-threads)" -LE 'known-issue|vm' \
       -R '^conformance[.](tcp|tcp-rdma|tcp-weft|shm|shm-rdma|softverbs|softverbs-qp4)[.](threads|inflight)$' \
-      </dev/null || status=$?
+      </dev/null || rc=1
     # One-sided context blocks driven from four threads at once, and
     # completions on whichever thread polls (libfabric, and verbs queue
     # pairs shared by the blocks). 16 MiB at most: softverbs' 64 MiB puts
     # to every rank took over the suite's 60 s wait under TSan.
-    WEFT_TEST_RMA_MAX=16777216 "${tsan_ctest[@]}" -R '^rma[.](tcp-message|softverbs)[.]rma14$' \
-      </dev/null || status=$?
-    unset TSAN_OPTIONS WEFT_PEER_TIMEOUT_MS WEFT_TEST_VERSIONS
-  else
-    status=1
-  fi
+    WEFT_TEST_RMA_MAX=16777216 "${tsan_ctest[@]}" --output-junit "$(weft_junit tsan-rma)" \
+      -R '^rma[.](tcp-message|softverbs)[.]rma14$' </dev/null || rc=1
+    exit "$rc"
+  )
+}
 
-  tarball=${WEFT_LIBFABRIC26_TARBALL:-../shared/vendor/libfabric-2.6.0.tar.xz}
+stage_fabric26() {
+  local tarball=${WEFT_LIBFABRIC26_TARBALL:-../shared/vendor/libfabric-2.6.0.tar.xz}
   if [[ ! -f $tarball && -z ${CI:-} ]]; then
     echo "==> skipping the libfabric 2.6 run: $tarball not found (CI requires it)"
-  else
-    weft_build_libfabric26 "$WEFT_LIBFABRIC26_PREFIX"
-    echo "==> configuring and building against libfabric 2.6 (cmake --preset fabric26)"
-    if [[ ! -f build-fabric26/build.ninja ]]; then
-      cmake --preset fabric26 </dev/null
-    fi
-    cmake --build --preset fabric26 -j "$(nproc)" </dev/null
-    # The native verbs suites (label ibv) use no libfabric: run once, above.
-    echo "==> ctest --preset fabric26 -L 'conformance|functional|cuda' -LE 'known-issue|ibv', libfabric 2.6"
-    # The newest ABI version only (where the suite's environment does not
-    # pick versions): this run checks weft against another libfabric; the
-    # version adapters above the transport do not depend on it, and the
-    # 1.17 run covers every version (and every one-sided table: here the
-    # newest the NCCL releases load and the oldest).
-    WEFT_TEST_VERSIONS=12 ctest --preset fabric26 -j "$jobs" --output-on-failure \
-      --timeout "$timeout_s" -L 'conformance|functional|cuda' -LE 'known-issue|ibv' \
-      -E '^rma[.][^.]+[.](rma17|rma16|rma15|rma13|gin13|gin12)$' </dev/null || status=$?
+    return 0
   fi
-fi
+  weft_build_libfabric26 "$WEFT_LIBFABRIC26_PREFIX" || return
+  echo "==> configuring and building against libfabric 2.6 (cmake --preset fabric26)"
+  if [[ ! -f build-fabric26/build.ninja ]]; then
+    cmake --preset fabric26 </dev/null || return
+  fi
+  cmake --build --preset fabric26 -j "$(nproc)" </dev/null || return
+  # The native verbs suites (label ibv) use no libfabric: run once, above.
+  echo "==> ctest --preset fabric26 -L 'conformance|functional|cuda' -LE 'known-issue|ibv', libfabric 2.6"
+  # The newest ABI version only: this run checks weft against another
+  # libfabric; the version adapters above the transport do not depend on
+  # it, and the 1.17 run covers every version (and every one-sided table:
+  # here the newest the NCCL releases load and the oldest).
+  WEFT_TEST_STAGE_VERSIONS=12 ctest --preset fabric26 -j "$jobs" --output-on-failure \
+    --timeout "$timeout_s" --output-junit "$(weft_junit libfabric-2.6)" \
+    -L 'conformance|functional|cuda' -LE 'known-issue|ibv' \
+    -E '^rma[.][^.]+[.](rma17|rma16|rma15|rma13|gin13|gin12)$' </dev/null
+}
 
-if [ "$full_run" -eq 1 ]; then
+stage_vm() {
+  # Real rdma-core (libibverbs, its rxe provider), the kernel's rdma_rxe and
+  # libfabric's verbs;ofi_rxm, under QEMU with Debian's kernel
+  # (plugin-tests/vm/README.md): the tests labelled vm-ci, at the newest ABI
+  # version (the 1.17 run above covers every version). The rest of the VM
+  # suites: scripts/vm-test.sh.
+  local rc=0
+  echo "==> Soft-RoCE VM: ctest -L vm-ci in the guest (scripts/vm-test.sh)"
+  WEFT_TEST_STAGE_VERSIONS=12 WEFT_VM_TIMEOUT=${WEFT_VM_CI_TIMEOUT:-1200} \
+    scripts/vm-test.sh --no-install --no-build --build-dir build -- -L vm-ci </dev/null || rc=$?
+  # The guest's JUnit file, for the slowest-tests list.
+  cp build/vm-results/junit.xml "$WEFT_RESULTS_DIR/vm.xml" 2>/dev/null || true
+  # 125: the VM could not start (no QEMU, no kernel package, a failed boot).
+  # CI must run it; elsewhere that is said and the run goes on.
+  if [[ $rc -eq 125 && -z ${CI:-} ]]; then
+    echo "==> skipped the Soft-RoCE VM: it could not start here (see above); CI requires it"
+    return 0
+  fi
+  return "$rc"
+}
+
+stage_packages() {
   # The .deb (lintian-clean) and .rpm, and the .deb installed with apt in a
   # fresh bookworm root where the node check and a transfer run
   # (scripts/package-test.sh, about a minute).
   echo "==> packages: build, lintian, install into a fresh root (scripts/package-test.sh)"
-  scripts/package-test.sh build </dev/null || status=1
+  scripts/package-test.sh build </dev/null
+}
+
+# The install and the default build stop the run: nothing else can run.
+if ! weft_stage install stage_install || ! weft_stage build stage_build; then
+  weft_stage_report || true
+  echo "==> tests FAILED: the dependencies or the default build failed; see the output above" >&2
+  exit 1
+fi
+weft_stage tests-libfabric-1.17 stage_tests_117 "$@" || status=1
+if [[ $full_run -eq 1 ]]; then
+  weft_stage fuzz stage_fuzz || status=1
+  weft_stage asan stage_asan || status=1
+  weft_stage tsan stage_tsan || status=1
+  weft_stage libfabric-2.6 stage_fabric26 || status=1
+  weft_stage soft-roce-vm stage_vm || status=1
+  weft_stage packages stage_packages || status=1
 fi
 
+weft_stage_report || status=1
 if [ "$status" -eq 0 ]; then
   echo "==> all tests passed"
 else
-  echo "==> tests FAILED (ctest exit status $status); see the output above" >&2
+  echo "==> tests FAILED; see the stage table and the output above" >&2
   exit "$status"
 fi

@@ -60,10 +60,9 @@ t0=$(date +%s)
 if [[ $install -eq 1 ]]; then
   # shellcheck source=scripts/lib/install-deps.sh
   source scripts/lib/install-deps.sh
-  # The VM: QEMU, a static busybox for its initramfs, iproute2's rdma tool;
-  # rdma-core's user space for the guest (it runs this machine's root).
-  WEFT_DEB_PACKAGES+=(qemu-system-x86 busybox-static ibverbs-providers ibverbs-utils iproute2)
-  weft_install_deps
+  # The test packages include the VM's (QEMU, busybox, rdma-core's user
+  # space for the guest, which runs this machine's root).
+  weft_install_deps test
 fi
 
 if [[ $build -eq 1 ]]; then

@@ -83,13 +83,23 @@ const std::vector<int>& exported_versions(std::string* error) {
   return e.versions;
 }
 
-bool abi_version_selected(int v) {
-  const auto& ex = exported_versions();
-  if (std::find(ex.begin(), ex.end(), v) == ex.end()) return false;
-  const char* s = std::getenv("WEFT_TEST_VERSIONS");
+namespace {
+
+// Whether the comma-separated list in environment variable `name` allows
+// version `v` (an unset or empty list allows every version).
+bool listed(const char* name, int v) {
+  const char* s = std::getenv(name);
   if (!s || !*s) return true;
   std::string list = std::string(",") + s + ",";
   return list.find("," + std::to_string(v) + ",") != std::string::npos;
+}
+
+}  // namespace
+
+bool abi_version_selected(int v) {
+  const auto& ex = exported_versions();
+  if (std::find(ex.begin(), ex.end(), v) == ex.end()) return false;
+  return listed("WEFT_TEST_VERSIONS", v) && listed("WEFT_TEST_STAGE_VERSIONS", v);
 }
 
 }  // namespace weft::ft

@@ -17,8 +17,11 @@ std::string plugin_path();
 // plugin. `error` says why the list is empty.
 const std::vector<int>& exported_versions(std::string* error = nullptr);
 
-// ABI versions to run: exported by the plugin and, when WEFT_TEST_VERSIONS
-// is set (comma-separated), listed there.
+// ABI versions to run: exported by the plugin and, where these are set
+// (comma-separated), listed in WEFT_TEST_VERSIONS (a test's own choice,
+// conformance/CMakeLists.txt) and in WEFT_TEST_STAGE_VERSIONS (a whole
+// run's limit, e.g. scripts/test.sh's sanitizer stages). Every list a test
+// and a stage use holds 12, so the two always share a version.
 bool abi_version_selected(int v);
 
 }  // namespace weft::ft

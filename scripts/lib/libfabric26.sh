@@ -94,6 +94,12 @@ configure ${args[*]}" || return 1
   local start=$SECONDS
   # A half-built prefix must not look usable.
   rm -rf "$prefix" "$work" && mkdir -p "$work" || return 1
+  # Through ccache where installed, as weft's own trees are (CMakeLists.txt):
+  # a fresh clone on a machine that built it before compiles nothing again.
+  local cc=()
+  if command -v ccache >/dev/null 2>&1; then
+    cc=(CC="ccache ${CC:-gcc}" CCACHE_BASEDIR="$_weft_lf26_repo" CCACHE_NOHASHDIR=1)
+  fi
   echo "==> building libfabric 2.6.0 (CUDA: $cuda_version) into $prefix; log: $log"
   # An && chain, not set -e in a subshell: errexit is ignored inside a
   # subshell that is itself the condition of an if.
@@ -104,9 +110,9 @@ configure ${args[*]}" || return 1
       # Git-archive style tarballs ship no configure; real releases do.
       { [[ -x configure ]] || { echo "==> autogen.sh" && ./autogen.sh; }; } &&
       echo "==> configure ${args[*]}" &&
-      ./configure "${args[@]}" &&
+      env "${cc[@]}" ./configure "${args[@]}" &&
       echo "==> make -j$jobs" &&
-      make -j"$jobs" &&
+      env "${cc[@]}" make -j"$jobs" &&
       echo "==> make install" &&
       make install
   ) >"$log" 2>&1; then
