@@ -15,7 +15,7 @@
 #
 # Every stage is timed: the run ends with a table of the stages and the 25
 # slowest tests (scripts/lib/stages.sh), and under CI it fails when the
-# whole run took longer than WEFT_RUN_BUDGET_S (3600).
+# whole run took longer than WEFT_RUN_BUDGET_S (scripts/lib/stages.sh).
 # Used by CI (.ci/run); needs no stdin. Extra arguments go to the 1.17 ctest
 # run only (and skip every later stage), e.g. scripts/test.sh -L unit
 set -euo pipefail
