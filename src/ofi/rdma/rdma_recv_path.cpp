@@ -813,7 +813,7 @@ void RdmaRecvPath::cancel_receives() {
   // Held back clear-to-sends are not sent any more: their receives wait as
   // any other pending receive does.
   for (; unsent_head_ != unsent_tail_; ++unsent_head_) {
-    slot_at(unsent_[unsent_head_ % kRdmaSlots]).request->drop_cts();
+    slot_at(unsent_[unsent_head_ % kRdmaSlots]).request->cts_done();
   }
   for (int i = 0; i < active_bounces_; ++i) {
     if (bounces_[i].state.load(std::memory_order_acquire) == kPosted) {

@@ -44,10 +44,9 @@ class RdmaRecvRequest final : public Request {
     lengths_[entry] = length;
     pending_.fetch_sub(1, std::memory_order_acq_rel);
   }
-  // The clear-to-send went, or eager messages made it unneeded.
+  // The clear-to-send went, eager messages made it unneeded, or the comm
+  // is closing and it will never go.
   void cts_done() { pending_.fetch_sub(1, std::memory_order_acq_rel); }
-  // The comm is closing: the clear-to-send will never go.
-  void drop_cts() { pending_.fetch_sub(1, std::memory_order_acq_rel); }
   // Operation `op` (an entry or kCtsOp) failed; test() reports the first
   // failure.
   void fail(uint32_t op, int error, size_t overflow_length, const char* text) {
