@@ -24,6 +24,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 source scripts/lib/install-deps.sh
 source scripts/lib/libfabric26.sh
 source scripts/lib/stages.sh
+source scripts/lib/without-kallsyms.sh
 
 # Per-test timeout: a hung peer must fail the test, not the CI job.
 timeout_s=${WEFT_TEST_TIMEOUT:-600}
@@ -58,7 +59,7 @@ stage_tests_117() {
     echo "==> not run (known provider issues): $(ctest --preset default -N -L known-issue | sed -n 's/.*Test *#[0-9]*: //p' | tr '\n' ' ')"
   fi
   echo "==> ctest --preset default -j $jobs, libfabric 1.17 (timeout ${timeout_s}s per test)"
-  ctest --preset default -j "$jobs" --output-on-failure --timeout "$timeout_s" \
+  weft_without_kallsyms ctest --preset default -j "$jobs" --output-on-failure --timeout "$timeout_s" \
     --output-junit "$(weft_junit libfabric-1.17)" "${args[@]}" </dev/null
 }
 
@@ -70,7 +71,7 @@ stage_fuzz() {
   fi
   cmake -S . -B build-fuzz -DWEFT_FUZZ_SECONDS="$fuzz_seconds" >/dev/null </dev/null || return
   cmake --build --preset fuzz -j "$(nproc)" </dev/null || return
-  ctest --preset fuzz -j "$jobs" -L fuzz --output-junit "$(weft_junit fuzz)" </dev/null
+  weft_without_kallsyms ctest --preset fuzz -j "$jobs" -L fuzz --output-junit "$(weft_junit fuzz)" </dev/null
 }
 
 stage_asan() {
@@ -80,7 +81,7 @@ stage_asan() {
     cmake --preset asan </dev/null || return
   fi
   cmake --build --preset asan -j "$(nproc)" </dev/null || return
-  local asan_ctest=(ctest --preset asan -j "$jobs" --output-on-failure --timeout "$timeout_s")
+  local asan_ctest=(weft_without_kallsyms ctest --preset asan -j "$jobs" --output-on-failure --timeout "$timeout_s")
   (
     export LSAN_OPTIONS=suppressions=$PWD/plugin-tests/sanitizers/lsan.supp:print_suppressions=0
     export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
@@ -127,9 +128,9 @@ stage_tsan() {
     export WEFT_PEER_TIMEOUT_MS=0
     # Races do not depend on the ABI version: the newest one only.
     export WEFT_TEST_STAGE_VERSIONS=12
-    tsan_ctest=(ctest --preset tsan -j "$tsan_jobs" --output-on-failure --timeout "$timeout_s")
+    tsan_ctest=(weft_without_kallsyms ctest --preset tsan -j "$tsan_jobs" --output-on-failure --timeout "$timeout_s")
     # The unit tests of weft's own libraries (the preset builds no others).
-    build-tsan/plugin-tests/unit/weft-unit-tests </dev/null || rc=1
+    weft_without_kallsyms build-tsan/plugin-tests/unit/weft-unit-tests </dev/null || rc=1
     "${tsan_ctest[@]}" --output-junit "$(weft_junit tsan-threads)" -LE 'known-issue|vm' \
       -R '^conformance[.](tcp|tcp-rdma|tcp-weft|shm|shm-rdma|softverbs|softverbs-qp4)[.](threads|inflight)$' \
       </dev/null || rc=1
@@ -161,7 +162,7 @@ stage_fabric26() {
   # libfabric; the version adapters above the transport do not depend on
   # it, and the 1.17 run covers every version (and every one-sided table:
   # here the newest the NCCL releases load and the oldest).
-  WEFT_TEST_STAGE_VERSIONS=12 ctest --preset fabric26 -j "$jobs" --output-on-failure \
+  WEFT_TEST_STAGE_VERSIONS=12 weft_without_kallsyms ctest --preset fabric26 -j "$jobs" --output-on-failure \
     --timeout "$timeout_s" --output-junit "$(weft_junit libfabric-2.6)" \
     -L 'conformance|functional|cuda' -LE 'known-issue|ibv' \
     -E '^rma[.][^.]+[.](rma17|rma16|rma15|rma13|gin13|gin12)$' </dev/null

@@ -43,10 +43,9 @@ bool deadline_passed() {
   return std::chrono::steady_clock::now() > g_deadline;
 }
 
-void check_deadline(const char* file, int line, const std::string& what) {
-  if (deadline_passed())
-    fail(file, line, "deadline",
-         "timed out (" + std::to_string(test_timeout_s()) + " s, WEFT_TEST_TIMEOUT) while " + what);
+void timed_out(const char* file, int line, const std::string& what) {
+  fail(file, line, "deadline",
+       "timed out (" + std::to_string(test_timeout_s()) + " s, WEFT_TEST_TIMEOUT) while " + what);
 }
 
 }  // namespace weft::ft

@@ -28,8 +28,9 @@ const std::string& rank_label();
 // Per-rank deadline, WEFT_TEST_TIMEOUT seconds (default 240) from start.
 void start_deadline();
 bool deadline_passed();
-// Fails with "timed out while <what>" once the deadline has passed.
-void check_deadline(const char* file, int line, const std::string& what);
+// Fails with "timed out while <what>"; FT_DEADLINE calls it once the
+// deadline has passed.
+[[noreturn]] void timed_out(const char* file, int line, const std::string& what);
 int test_timeout_s();
 
 }  // namespace weft::ft
@@ -51,4 +52,9 @@ int test_timeout_s();
                        std::string("returned ") + ::weft::ft::result_name(w_r_)); \
   } while (0)
 
-#define FT_DEADLINE(what) ::weft::ft::check_deadline(__FILE__, __LINE__, (what))
+// `what` is built only once the deadline has passed: wait loops call this
+// on every poll.
+#define FT_DEADLINE(what)                                                                 \
+  do {                                                                                    \
+    if (::weft::ft::deadline_passed()) ::weft::ft::timed_out(__FILE__, __LINE__, (what)); \
+  } while (0)

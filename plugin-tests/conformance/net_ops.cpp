@@ -1,10 +1,9 @@
 #include "net_ops.h"
 
-#include <sched.h>
-
 #include <cstdlib>
 #include <cstring>
 
+#include "core/idle_backoff.h"
 #include "pattern.h"
 
 namespace weft::ft {
@@ -59,22 +58,24 @@ void* do_listen(NetClient& c, int dev, Handle& h) {
 }
 
 void* connect_until_ready(NetClient& c, int dev, Handle& h) {
+  IdleBackoff backoff;
   for (;;) {
     void* sc = nullptr;
     FT_OK(c.connect(dev, h.bytes, &sc));
     if (sc) return sc;
     FT_DEADLINE("connect kept returning a NULL comm");
-    sched_yield();
+    backoff.pause();
   }
 }
 
 void* accept_until_ready(NetClient& c, void* lc) {
+  IdleBackoff backoff;
   for (;;) {
     void* rc = nullptr;
     FT_OK(c.accept(lc, &rc));
     if (rc) return rc;
     FT_DEADLINE("accept kept returning a NULL comm");
-    sched_yield();
+    backoff.pause();
   }
 }
 
@@ -103,6 +104,7 @@ Mr::~Mr() {
 
 void* post_isend(NetClient& c, void* comm, void* data, size_t size, int tag, void* mh,
                  const std::function<void()>& between, int* nulls) {
+  IdleBackoff backoff;
   for (;;) {
     void* req = reinterpret_cast<void*>(0xdeadbeef);  // must be overwritten
     FT_OK(c.isend(comm, data, size, tag, mh, &req));
@@ -111,12 +113,13 @@ void* post_isend(NetClient& c, void* comm, void* data, size_t size, int tag, voi
     if (nulls) ++*nulls;
     if (between) between();
     FT_DEADLINE("isend kept returning a NULL request (size " + std::to_string(size) + ")");
-    sched_yield();
+    backoff.pause();
   }
 }
 
 void* post_irecv(NetClient& c, void* comm, int n, void** data, size_t* sizes, int* tags, void** mhs,
                  const std::function<void()>& between, int* nulls) {
+  IdleBackoff backoff;
   for (;;) {
     void* req = reinterpret_cast<void*>(0xdeadbeef);
     FT_OK(c.irecv(comm, n, data, sizes, tags, mhs, &req));
@@ -125,7 +128,7 @@ void* post_irecv(NetClient& c, void* comm, int n, void** data, size_t* sizes, in
     if (nulls) ++*nulls;
     if (between) between();
     FT_DEADLINE("irecv kept returning a NULL request (n " + std::to_string(n) + ")");
-    sched_yield();
+    backoff.pause();
   }
 }
 
@@ -143,10 +146,12 @@ bool poll_once(NetClient& c, void* req, ncclResult_t* res, int* sizes) {
 ncclResult_t wait_result(NetClient& c, void* req, const std::string& what, int* sizes) {
   int local[8];
   int* s = sizes ? sizes : local;
+  IdleBackoff backoff;
   for (;;) {
     ncclResult_t r;
     if (poll_once(c, req, &r, s)) return r;
     FT_DEADLINE("waiting for " + what);
+    backoff.pause();
   }
 }
 
@@ -157,6 +162,16 @@ int wait_ok(NetClient& c, void* req, const std::string& what, int* sizes) {
   FT_REQUIRE(r == ncclSuccess, "test() on " << what << " returned " << result_name(r));
   return s[0];
 }
+
+namespace {
+
+std::string first_pending(const std::vector<Pending>& reqs) {
+  for (auto& p : reqs)
+    if (!p.done) return p.what;
+  return "";
+}
+
+}  // namespace
 
 size_t progress(NetClient& c, std::vector<Pending>& reqs) {
   size_t left = 0;
@@ -174,14 +189,16 @@ size_t progress(NetClient& c, std::vector<Pending>& reqs) {
 }
 
 void wait_all(NetClient& c, std::vector<Pending>& reqs) {
-  while (progress(c, reqs) > 0) {
-    std::string first;
-    for (auto& p : reqs)
-      if (!p.done) {
-        first = p.what;
-        break;
-      }
-    FT_DEADLINE("waiting for requests to complete (first pending: " + first + ")");
+  IdleBackoff backoff;
+  size_t pending = reqs.size();
+  for (size_t left; (left = progress(c, reqs)) > 0;) {
+    FT_DEADLINE("waiting for requests to complete (first pending: " + first_pending(reqs) + ")");
+    if (left < pending) {
+      pending = left;
+      backoff.reset();
+    } else {
+      backoff.pause();
+    }
   }
 }
 

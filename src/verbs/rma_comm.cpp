@@ -3,9 +3,9 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
-#include <thread>
 
 #include "core/handle_header.h"
+#include "core/idle_backoff.h"
 #include "core/rma_connect.h"
 #include "core/rma_record.h"
 #include "verbs/wire.h"
@@ -135,7 +135,9 @@ ncclResult_t VerbsRmaComm::join(const std::vector<SocketAddress>& addresses,
   int identified = 0;
   int sent = 0;
   const int higher = nranks - 1 - self;
+  IdleBackoff backoff;
   while (identified < self || sent < higher) {
+    const int done_before = identified + sent;
     TcpStream accepted;
     if (!listen.listener->accept(&accepted, &error)) {
       WEFT_WARN("one-sided connect on %s: accepting: %s", device.c_str(), error.c_str());
@@ -183,7 +185,11 @@ ncclResult_t VerbsRmaComm::join(const std::vector<SocketAddress>& addresses,
       }
     }
     // Setup waits on sockets only: give the core to the peers meanwhile.
-    if (identified < self || sent < higher) std::this_thread::yield();
+    if (identified + sent > done_before) {
+      backoff.reset();
+    } else if (identified < self || sent < higher) {
+      backoff.pause();
+    }
     if ((identified < self || sent < higher) && Clock::now() > deadline) {
       std::vector<bool> heard(greeted.begin(), greeted.end());
       heard[static_cast<size_t>(self)] = true;
@@ -265,7 +271,9 @@ bool VerbsRmaComm::trade(const std::vector<std::vector<uint8_t>>& out,
   int remaining = 2 * (nranks - 1);
   const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms_);
   std::string error;
+  IdleBackoff backoff;
   while (remaining > 0) {
+    const int remaining_before = remaining;
     for (int r = 0; r < nranks; ++r) {
       const size_t i = static_cast<size_t>(r);
       TcpStream& stream = streams_[i];
@@ -289,7 +297,11 @@ bool VerbsRmaComm::trade(const std::vector<std::vector<uint8_t>>& out,
         return false;
       }
     }
-    if (remaining > 0) std::this_thread::yield();
+    if (remaining < remaining_before) {
+      backoff.reset();
+    } else {
+      backoff.pause();
+    }
     if (remaining > 0 && Clock::now() > deadline) {
       std::vector<bool> heard(received.begin(), received.end());
       warn_unheard(what, device_name(), self, timeout_ms_, unheard_ranks(heard, names_));

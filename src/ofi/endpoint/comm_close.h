@@ -6,8 +6,8 @@
 
 #include <chrono>
 #include <memory>
-#include <thread>
 
+#include "core/idle_backoff.h"
 #include "weft/transport.h"
 
 namespace weft {
@@ -34,10 +34,11 @@ class OrphanKeeper {
 template <typename Idle>
 bool drain(Poller& poller, int timeout_ms, Idle&& idle) {
   auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  IdleBackoff backoff;
   while (!idle()) {
     if (poller.poll() != ncclSuccess) return false;
     if (std::chrono::steady_clock::now() >= deadline) return idle();
-    std::this_thread::yield();
+    backoff.pause();
   }
   return true;
 }

@@ -5,9 +5,9 @@
 #include <chrono>
 #include <cstring>
 #include <memory>
-#include <thread>
 
 #include "core/handle_header.h"
+#include "core/idle_backoff.h"
 #include "core/rma_connect.h"
 #include "ofi/endpoint/memory_region.h"
 #include "ofi/endpoint/tag_layout.h"
@@ -201,7 +201,10 @@ ncclResult_t OfiRmaComm::exchange(const RmaRecord& mine, uint32_t round,
   }
   int received = 0;
   int sent = 0;
+  // A blocking step: every rank waits for the slowest to arrive.
+  IdleBackoff backoff;
   while (result == ncclSuccess && (received < peers || sent < peers)) {
+    const int done_before = received + sent;
     result = endpoint_->poll();
     if (result != ncclSuccess) break;
     for (int i = 0; i < peers && result == ncclSuccess; ++i) {
@@ -253,6 +256,11 @@ ncclResult_t OfiRmaComm::exchange(const RmaRecord& mine, uint32_t round,
       warn_unheard(what, device_name(), rank_, timeout_ms_, unheard_ranks(heard, names));
       result = ncclRemoteError;
     }
+    if (received + sent > done_before) {
+      backoff.reset();
+    } else {
+      backoff.pause();
+    }
   }
   if (result == ncclSuccess) return result;
 
@@ -268,9 +276,10 @@ ncclResult_t OfiRmaComm::exchange(const RmaRecord& mine, uint32_t round,
       if (ops->state(peers + s) == ExchangeRound::kPending) return true;
     return false;
   };
+  IdleBackoff settle;
   while (outstanding() && std::chrono::steady_clock::now() < give_up) {
     if (endpoint_->poll() != ncclSuccess) break;
-    std::this_thread::yield();
+    settle.pause();
   }
   if (outstanding()) {
     // The provider still holds pointers into ops and records: keep both.
