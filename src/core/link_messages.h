@@ -63,11 +63,16 @@ class Mailboxes {
   bool take(uint32_t id, LinkMessage* out);
 
  private:
+  // Mostly empty (one per listen comm), so a vector, which allocates
+  // nothing until a message comes; read from `next`, so that a burst of
+  // thousands of connect requests is taken in linear time.
+  struct Box {
+    std::vector<LinkMessage> messages;
+    size_t next = 0;
+  };
   std::mutex mutex_;
   uint32_t next_ = 1;
-  // Short queues, mostly empty (one per listen comm): a vector, which
-  // allocates nothing until a message comes.
-  std::unordered_map<uint32_t, std::vector<LinkMessage>> boxes_;
+  std::unordered_map<uint32_t, Box> boxes_;
 };
 
 }  // namespace weft
