@@ -28,15 +28,17 @@ source scripts/lib/without-kallsyms.sh
 
 # Per-test timeout: a hung peer must fail the test, not the CI job.
 timeout_s=${WEFT_TEST_TIMEOUT:-600}
-# Tests run four at a time on 2 cores: a test's ranks spend much of it
-# waiting (close timeouts, peers, retries) in poll loops, none binds a
-# fixed port outside its own network namespace, and none asserts on time.
-# Measured on 2 cores, the libfabric 1.17 stage: 1,165 s at -j2, 923 s at
-# -j4 (the same tests). Tests over libfabric's shm, once run alone (its
-# EBUSY on re-init), run beside others since weft names each shm endpoint
+# Tests run six at a time on 2 cores: a test's ranks spend most of it
+# waiting (close timeouts, peers, retries), and they wait without spinning
+# (src/core/idle_backoff.h); none binds a fixed port outside its own
+# network namespace, and none asserts on time. Measured on 2 cores, the
+# libfabric 1.17 stage (632 tests): 1,165 s at -j2 and 923 s at -j4 while
+# the waits spun; 402 s at -j4 and 337 s at -j6 since they back off and
+# /proc/kallsyms reads empty (scripts/lib/without-kallsyms.sh). Tests over
+# libfabric's shm run beside others since weft names each shm endpoint
 # uniquely. WEFT_TEST_JOBS=1 runs them all one by one. ThreadSanitizer's
 # stage runs two at a time: its slowdown is tenfold.
-jobs=${WEFT_TEST_JOBS:-4}
+jobs=${WEFT_TEST_JOBS:-6}
 tsan_jobs=${WEFT_TEST_JOBS:-2}
 status=0
 full_run=0
@@ -175,9 +177,13 @@ stage_vm() {
   # version (the 1.17 run above covers every version). The rest of the VM
   # suites: scripts/vm-test.sh.
   local rc=0
-  echo "==> Soft-RoCE VM: ctest -L vm-ci in the guest (scripts/vm-test.sh)"
+  # Two at a time on the guest's two CPUs (run-in-vm.sh: -smp 2, TCG one
+  # host thread per CPU); its 3 GiB hold two of the 4-rank one-sided
+  # checks (4 MiB transfers there).
+  local vm_jobs=${WEFT_TEST_JOBS:-2}
+  echo "==> Soft-RoCE VM: ctest -L vm-ci -j $vm_jobs in the guest (scripts/vm-test.sh)"
   WEFT_TEST_STAGE_VERSIONS=12 WEFT_VM_TIMEOUT=${WEFT_VM_CI_TIMEOUT:-1200} \
-    scripts/vm-test.sh --no-install --no-build --build-dir build -- -L vm-ci </dev/null || rc=$?
+    scripts/vm-test.sh --no-install --no-build --build-dir build -- -L vm-ci -j "$vm_jobs" </dev/null || rc=$?
   # The guest's JUnit file, for the slowest-tests list.
   cp build/vm-results/junit.xml "$WEFT_RESULTS_DIR/vm.xml" 2>/dev/null || true
   # 125: the VM could not start (no QEMU, no kernel package, a failed boot).
