@@ -29,8 +29,12 @@ rm -rf "$build/packages"
 (cd "$build" && cpack -G DEB >/dev/null && cpack -G RPM >/dev/null) || fail "cpack"
 deb=$(ls "$build"/packages/libnccl-net-weft_*_amd64.deb)
 rpm=$(ls "$build"/packages/libnccl-net-weft-*.x86_64.rpm)
-rpm -qpl "$rpm" | grep -qx /usr/lib/libnccl-net-weft.so || fail "$rpm lacks /usr/lib/libnccl-net-weft.so"
-rpm -qp --requires "$rpm" | grep -q '^libfabric >= 1.17' || fail "$rpm does not require libfabric"
+# Lists read whole first: with pipefail, grep -q leaving at its first match
+# can end rpm with SIGPIPE, which failed a run (2026-12-02).
+rpm_files=$(rpm -qpl "$rpm")
+rpm_requires=$(rpm -qp --requires "$rpm")
+grep -qx /usr/lib/libnccl-net-weft.so <<<"$rpm_files" || fail "$rpm lacks /usr/lib/libnccl-net-weft.so"
+grep -q '^libfabric >= 1.17' <<<"$rpm_requires" || fail "$rpm does not require libfabric"
 
 step "lintian $(basename "$deb")"
 lintian --tag-display-limit 0 --fail-on error,warning "$deb" 2>&1 | grep -v 'running with root privileges' ||
