@@ -177,10 +177,12 @@ stage_vm() {
   # version (the 1.17 run above covers every version). The rest of the VM
   # suites: scripts/vm-test.sh.
   local rc=0
-  # Two at a time on the guest's two CPUs (run-in-vm.sh: -smp 2, TCG one
-  # host thread per CPU); its 3 GiB hold two of the 4-rank one-sided
-  # checks (4 MiB transfers there).
-  local vm_jobs=${WEFT_TEST_JOBS:-2}
+  # One at a time by default. WEFT_VM_CI_JOBS=2 uses the guest's two CPUs
+  # (319 s instead of about 450 s), but in one of two rehearsals at -j 2
+  # (2026-12-02) a rank of rma.verbs.rma14 died of SIGSEGV inside
+  # libfabric 1.17's verbs;ofi_rxm, posting its first setup send in
+  # connect: not traced yet, so not the default.
+  local vm_jobs=${WEFT_VM_CI_JOBS:-1}
   echo "==> Soft-RoCE VM: ctest -L vm-ci -j $vm_jobs in the guest (scripts/vm-test.sh)"
   WEFT_TEST_STAGE_VERSIONS=12 WEFT_VM_TIMEOUT=${WEFT_VM_CI_TIMEOUT:-1200} \
     scripts/vm-test.sh --no-install --no-build --build-dir build -- -L vm-ci -j "$vm_jobs" </dev/null || rc=$?

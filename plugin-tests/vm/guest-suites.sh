@@ -34,9 +34,9 @@ fi
 
 # libfabric's verbs provider reads all of /proc/kallsyms in every process
 # that calls fi_getinfo, for two symbols that decide FI_HMEM peer memory
-# and dma-buf support (scripts/lib/without-kallsyms.sh): under TCG the
-# guest's kernel formats it ten times slower than the host's. No suite
-# here registers device memory; the guest is thrown away after the run.
+# and dma-buf support (scripts/lib/without-kallsyms.sh): 60 ms of kernel
+# time a process on the host, more under TCG. No suite here registers
+# device memory; the guest is thrown away after the run.
 if mount --bind /dev/null /proc/kallsyms 2>/dev/null; then
   echo "==> /proc/kallsyms reads empty for the suites"
 fi
