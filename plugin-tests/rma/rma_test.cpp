@@ -32,9 +32,8 @@ void require_passed(const std::vector<std::string>& failures) {
   REQUIRE(failures.empty());
 }
 
-// Page-aligned, zeroed host memory.
-// Anonymous pages: zero from the start, page-aligned, without a pass over
-// windows of up to 4 x 64 MiB per rank before every check.
+// Page-aligned, zeroed host memory: anonymous pages, zero from the start,
+// with no pass over windows of up to 4 x 64 MiB per rank before a check.
 struct HostBuffer {
   explicit HostBuffer(size_t bytes) : size(bytes), mapped(bytes == 0 ? 4096 : bytes) {
     void* memory =

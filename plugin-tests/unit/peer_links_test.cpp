@@ -301,6 +301,44 @@ TEST_CASE("messages reach their mailboxes both ways, and a closed one answers",
   CHECK_THAT(why, Catch::Contains("513 bytes"));
 }
 
+TEST_CASE("a mailbox gives its messages in order while they arrive, and the unread at close",
+          "[unit][peer_links]") {
+  Mailboxes boxes;
+  const uint32_t id = boxes.open();
+  const uint32_t other = boxes.open();
+  auto message = [](uint32_t n) {
+    LinkMessage m;
+    m.from = n;
+    return m;
+  };
+  uint32_t delivered = 0;
+  uint32_t taken = 0;
+  LinkMessage got;
+  // Taken while more arrive: the box drops what it took once that is half
+  // of it (past 64), and must keep the order across each drop.
+  for (int round = 0; round < 50; ++round) {
+    for (int i = 0; i < 30; ++i) REQUIRE(boxes.deliver(id, message(delivered++)));
+    for (int i = 0; i < 20; ++i) {
+      REQUIRE(boxes.take(id, &got));
+      REQUIRE(got.from == taken++);
+    }
+  }
+  REQUIRE(boxes.deliver(other, message(9999)));
+  while (taken < 1400) {
+    REQUIRE(boxes.take(id, &got));
+    REQUIRE(got.from == taken++);
+  }
+  std::vector<LinkMessage> unread = boxes.close(id);
+  REQUIRE(unread.size() == delivered - taken);
+  for (const LinkMessage& m : unread) REQUIRE(m.from == taken++);
+  CHECK_FALSE(boxes.take(id, &got));
+  CHECK_FALSE(boxes.deliver(id, message(0)));
+  // The other box kept its own.
+  REQUIRE(boxes.take(other, &got));
+  CHECK(got.from == 9999);
+  CHECK_FALSE(boxes.take(other, &got));
+}
+
 TEST_CASE("a burst larger than the socket takes arrives whole and in order", "[unit][peer_links]") {
   auto a = open_links();
   auto b = open_links();

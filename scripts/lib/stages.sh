@@ -15,8 +15,9 @@
 # compiler cache the stages add up to about 3,600 s (2026-12-02: build
 # 581, tests 1.17 489, fuzz 166, ASan 1,002, TSan 485, libfabric 2.6 505,
 # VM 319 at -j 2, about 450 one at a time as now, packages about 70, on a
-# host with 15-25% steal), and a warm cache (ASan's tree cold) 2,257 s. It comes down to 60, then 40 minutes, as
-# issue 41 cuts the builds, and never rises again.
+# host with 15-25% steal), and a warm cache (ASan's tree cold) 2,257 s.
+# It comes down to 60, then 40 minutes, as issue 41 cuts the builds, and
+# never rises again.
 weft_default_budget_s=4200
 
 _weft_stage_names=()
