@@ -75,7 +75,7 @@ size_t grouped_size(int comm, int k) {
 // message above any eager size (written after a clear-to-send) on every
 // comm, kWave comms at a time, so that the memory reported after it is what
 // NCCL's traffic touches on each comm. Round 2: the busy and grouped comms.
-constexpr int kRounds = 3;
+constexpr int kMemoryRounds = 3;
 constexpr size_t kWritten = 32u << 10;
 // libfabric 1.17's shm loses unexpected messages past a few hundred at once
 // (ofiwg/libfabric#9143): more clear-to-sends at once stall it, and its
@@ -224,7 +224,7 @@ TEST_CASE("WEFT_TEST_COMMS (1024) comm pairs at once: every comm moves checked b
         }
         report("receiver", comms, seconds_since(t0), before, proc_usage());
         check_fds_shared("receiver", comms, before, proc_usage());
-        for (int round = 0; round < kRounds; ++round) {
+        for (int round = 0; round < kMemoryRounds; ++round) {
           if (round == 2) report_after_use("receiver", comms, before);
           const auto shares = shares_of(round, comms, info.max_recvs);
           RoundBuffers rb = round_buffers(*c, rcs, shares, round, false);
@@ -302,7 +302,7 @@ TEST_CASE("WEFT_TEST_COMMS (1024) comm pairs at once: every comm moves checked b
         }
         report("sender", comms, seconds_since(t0), before, proc_usage());
         check_fds_shared("sender", comms, before, proc_usage());
-        for (int round = 0; round < kRounds; ++round) {
+        for (int round = 0; round < kMemoryRounds; ++round) {
           if (round == 2) report_after_use("sender", comms, before);
           const auto shares = shares_of(round, comms, info.max_recvs);
           RoundBuffers rb = round_buffers(*c, scs, shares, round, true);

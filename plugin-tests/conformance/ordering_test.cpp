@@ -13,7 +13,7 @@ using namespace weft::ft;
 namespace {
 
 constexpr int kInFlight = NCCL_NET_MAX_REQUESTS;
-constexpr int kRounds = 4;
+constexpr int kOrderRounds = 4;
 constexpr size_t kPosted = 9000;  // every receive; sends are smaller or equal
 
 // Distinct sizes per message so a swap shows in the sizes too.
@@ -41,7 +41,7 @@ TEST_CASE("same-tag messages arrive in posting order with their real sizes", "[o
           bufs.emplace_back(kPosted);
           mrs.push_back(std::make_unique<Mr>(*c, rc, bufs.back().data(), kPosted));
         }
-        for (int round = 0; round < kRounds; ++round) {
+        for (int round = 0; round < kOrderRounds; ++round) {
           std::vector<Pending> reqs(kInFlight);
           for (int i = 0; i < kInFlight; ++i) {
             bufs[i].poison();
@@ -75,7 +75,7 @@ TEST_CASE("same-tag messages arrive in posting order with their real sizes", "[o
           bufs.emplace_back(kPosted);
           mrs.push_back(std::make_unique<Mr>(*c, sc, bufs.back().data(), kPosted));
         }
-        for (int round = 0; round < kRounds; ++round) {
+        for (int round = 0; round < kOrderRounds; ++round) {
           for (int i = 0; i < kInFlight; ++i)
             fill_pattern(bufs[i].data(), size_of(round, i), seed_of(round, i));
           // Even rounds: sends may reach the receiver before its receives.
