@@ -28,7 +28,8 @@ export SOFTVERBS_DIR=${SOFTVERBS_DIR:-$work/registry}
 
 # Two processes (--server, --client), not --local: a forked rank ends with
 # _exit and would skip the device's exit hook that writes its counters.
-port=$((20000 + $$ % 20000))
+source "$(dirname "${BASH_SOURCE[0]}")/lib/quiet-port.sh"
+port=$(weft_quiet_port $$)
 run_with() {
   local n=$1 out=$2
   shift 2

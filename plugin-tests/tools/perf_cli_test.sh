@@ -162,7 +162,8 @@ expect_error "unloadable library" "cannot load /nonexistent/libnccl-net-x.so" \
 not_a_plugin=$(ldd "$PERF" | awk '/libc.so/ {print $3}')
 expect_error "missing symbols" "exports none of ncclNetPlugin_v12 .. _v6" \
   "$PERF" --plugin "$not_a_plugin" --max-bytes 8 --quiet
-port=$((20000 + RANDOM % 20000))
+source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib/quiet-port.sh"
+port=$(weft_quiet_port "$RANDOM")
 expect_error "peer never connects" "could not connect to 127.0.0.1 \(127.0.0.1:$port\) within 2 s" \
   "$PERF" --client 127.0.0.1 --port "$port" --timeout 2
 expect_error "server waits in vain" "no peer connected to .*:$port within 2 s" \

@@ -6,7 +6,8 @@ set -u
 pingpong=$1
 fabric=$2
 shift 2
-port=$((20000 + $$ % 20000))
+. "$(dirname "$0")/../../../../scripts/lib/quiet-port.sh"
+port=$(weft_quiet_port $$)
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 "$pingpong" -p efa -e rdm -f "$fabric" -B "$port" -c "$@" >"$out/server" 2>&1 &
