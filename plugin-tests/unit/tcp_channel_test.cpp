@@ -427,6 +427,60 @@ TEST_CASE("connecting to a closed port fails with the address named", "[unit][tc
   CHECK(stream.peer_closed());
 }
 
+// A port that was just listened on and is closed now.
+SocketAddress closed_port() {
+  std::string error;
+  auto listener = TcpListener::open(ipv4("127.0.0.1", 0), &error);
+  REQUIRE(listener != nullptr);
+  return listener->address();
+}
+
+TEST_CASE("a refused connect is tried again within its grace and goes through",
+          "[unit][tcp_channel]") {
+  std::string error;
+  const SocketAddress address = closed_port();
+  TcpStream stream;
+  REQUIRE(TcpStream::connect(address, &stream, &error, std::chrono::seconds(30)));
+  // Refused, and refused again: still Pending.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  Progress progress = Progress::Pending;
+  while (stream.refusals() < 3 && std::chrono::steady_clock::now() < deadline) {
+    progress = stream.finish_connect(&error);
+    REQUIRE(progress == Progress::Pending);
+  }
+  REQUIRE(stream.refusals() >= 3);
+  // The listener comes (back): the next attempt reaches it.
+  auto listener = TcpListener::open(address, &error);
+  REQUIRE(listener != nullptr);
+  REQUIRE(drive([&] { return stream.finish_connect(&error); }) == Progress::Done);
+  TcpStream accepted;
+  const auto accept_deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (!accepted.valid() && std::chrono::steady_clock::now() < accept_deadline) {
+    REQUIRE(listener->accept(&accepted, &error));
+  }
+  REQUIRE(accepted.valid());
+  const uint8_t sent[4] = {0xde, 0xad, 0xbe, 0xef};
+  uint8_t received[4] = {};
+  REQUIRE(drive([&] { return stream.send_all(sent, &error); }) == Progress::Done);
+  REQUIRE(drive([&] { return accepted.receive_all(received, &error); }) == Progress::Done);
+  CHECK(std::memcmp(sent, received, sizeof sent) == 0);
+}
+
+TEST_CASE("a connect refused for all of its grace fails with the refusals counted",
+          "[unit][tcp_channel]") {
+  std::string error;
+  const SocketAddress address = closed_port();
+  TcpStream stream;
+  Progress result = Progress::Failed;
+  if (TcpStream::connect(address, &stream, &error, std::chrono::milliseconds(50))) {
+    result = drive([&] { return stream.finish_connect(&error); });
+  }
+  CHECK(result == Progress::Failed);
+  CHECK(error.find("connection refused by " + address.text()) == 0);
+  CHECK(error.find(" refusals in ") != std::string::npos);
+  CHECK(stream.refusals() >= 2);
+}
+
 TEST_CASE("a listener on a taken port says so", "[unit][tcp_channel]") {
   std::string error;
   auto first = TcpListener::open(ipv4("127.0.0.1", 0), &error);

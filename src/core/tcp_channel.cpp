@@ -89,33 +89,67 @@ bool TcpListener::accept(TcpStream* out, std::string* error) {
   }
 }
 
-bool TcpStream::connect(const SocketAddress& peer, TcpStream* out, std::string* error) {
+bool TcpStream::connect(const SocketAddress& peer, TcpStream* out, std::string* error,
+                        std::chrono::milliseconds refusal_grace) {
   *out = TcpStream();
-  Fd fd(socket(peer.family(), SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+  out->peer_ = peer;
+  out->refusal_grace_ = refusal_grace;
+  const int err = out->start_connect(error);
+  // Refused at once (connect() saw the reset): retried as a late refusal is.
+  if (err == 0 || (err == ECONNREFUSED && out->may_retry_refusal())) return true;
+  *out = TcpStream();
+  return false;
+}
+
+int TcpStream::start_connect(std::string* error) {
+  connecting_ = false;
+  Fd fd(socket(peer_.family(), SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
   if (!fd) {
-    *error = "connect to " + peer.text() + ": socket: " + errno_text(errno);
-    return false;
+    const int err = errno;
+    *error = "connect to " + peer_.text() + ": socket: " + errno_text(err);
+    return err;
   }
   if (!set_nodelay(fd.get())) {
-    *error = "connect to " + peer.text() + ": TCP_NODELAY: " + errno_text(errno);
-    return false;
+    const int err = errno;
+    *error = "connect to " + peer_.text() + ": TCP_NODELAY: " + errno_text(err);
+    return err;
   }
-  bool connecting = false;
-  if (::connect(fd.get(), reinterpret_cast<const sockaddr*>(&peer.storage), peer.length) != 0) {
+  if (::connect(fd.get(), reinterpret_cast<const sockaddr*>(&peer_.storage), peer_.length) != 0) {
     // An interrupted connect goes on in the background, as EINPROGRESS does.
     if (errno != EINPROGRESS && errno != EINTR) {
-      *error = connect_error(errno, peer);
-      return false;
+      const int err = errno;
+      *error = connect_error(err, peer_);
+      return err;
     }
-    connecting = true;
+    connecting_ = true;
   }
-  out->fd_ = std::move(fd);
-  out->peer_ = peer;
-  out->connecting_ = connecting;
+  fd_ = std::move(fd);
+  return 0;
+}
+
+bool TcpStream::may_retry_refusal() {
+  fd_.reset();
+  connecting_ = false;
+  if (refusal_grace_.count() <= 0) return false;
+  const auto now = std::chrono::steady_clock::now();
+  if (refusals_++ == 0) refused_since_ = now;
+  if (now - refused_since_ >= refusal_grace_) return false;
+  const int doublings = std::min(refusals_ - 1, 6);  // 1 ms .. kMaxRefusalPause
+  retry_at_ = now + std::min(kMaxRefusalPause, std::chrono::milliseconds(1 << doublings));
   return true;
 }
 
 TcpStream::Progress TcpStream::finish_connect(std::string* error) {
+  if (retry_at_ != std::chrono::steady_clock::time_point{}) {
+    if (std::chrono::steady_clock::now() < retry_at_) return Progress::Pending;
+    retry_at_ = {};
+    const int err = start_connect(error);
+    if (err == ECONNREFUSED && may_retry_refusal()) return Progress::Pending;
+    if (err != 0) {
+      *error += refused_for(err);
+      return Progress::Failed;
+    }
+  }
   if (!fd_) {
     *error = "connect to " + peer_.text() + ": no socket (connect() failed or was not called)";
     return Progress::Failed;
@@ -135,12 +169,21 @@ TcpStream::Progress TcpStream::finish_connect(std::string* error) {
   socklen_t length = sizeof(err);
   if (getsockopt(fd_.get(), SOL_SOCKET, SO_ERROR, &err, &length) != 0) err = errno;
   if (err != 0) {
-    *error = connect_error(err, peer_);
+    if (err == ECONNREFUSED && may_retry_refusal()) return Progress::Pending;
+    *error = connect_error(err, peer_) + refused_for(err);
     fd_.reset();
     return Progress::Failed;
   }
   connecting_ = false;
   return Progress::Done;
+}
+
+std::string TcpStream::refused_for(int err) const {
+  if (err != ECONNREFUSED || refusals_ <= 1) return "";
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                      std::chrono::steady_clock::now() - refused_since_)
+                      .count();
+  return ", " + std::to_string(refusals_) + " refusals in " + std::to_string(ms) + " ms";
 }
 
 TcpStream::Progress TcpStream::begin(Transfer* transfer, size_t size, const char* what,

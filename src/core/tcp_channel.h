@@ -4,6 +4,7 @@
 // the caller to come back later. Nothing raises SIGPIPE; EINTR is retried.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -43,6 +44,11 @@ class TcpListener {
   SocketAddress address_;
 };
 
+// The refusal grace of a connect to a listener its owner says is open (a
+// listen handle, a rank's address): a handle whose listener is really gone
+// fails after this long, with the refusals counted.
+constexpr std::chrono::milliseconds kOpenListenerRefusalGrace{2000};
+
 // Move-only; non-blocking; TCP_NODELAY; close-on-exec.
 class TcpStream {
  public:
@@ -53,11 +59,21 @@ class TcpStream {
   TcpStream& operator=(TcpStream&&) = default;
 
   // Starts a non-blocking connect; false only for immediate failures (the
-  // error names the peer).
-  static bool connect(const SocketAddress& peer, TcpStream* out, std::string* error);
+  // error names the peer). With a `refusal_grace`, a refused connection is
+  // tried again (after 1 ms, then twice as long each time, at most
+  // kMaxRefusalPause) until the peer has refused for that long: a listener
+  // that is there may still refuse one connection on a busy host (seen in
+  // CI under ctest -j6: both listeners of a live process refused one
+  // connector, which no retry reached). NCCL's own sockets retry a refusal
+  // for 20 s.
+  static bool connect(const SocketAddress& peer, TcpStream* out, std::string* error,
+                      std::chrono::milliseconds refusal_grace = {});
   // Drives a connect started above: Done once connected (and on every call
   // after), Pending, or Failed ("connection refused by 10.0.0.1:4567").
   Progress finish_connect(std::string* error);
+  // How often the peer refused this connect (each retry's included).
+  int refusals() const { return refusals_; }
+  static constexpr std::chrono::milliseconds kMaxRefusalPause{64};
 
   // Send/receive exactly bytes.size() bytes across calls: each call moves
   // what the socket takes without blocking and remembers the offset. Call
@@ -98,9 +114,22 @@ class TcpStream {
   // "peer 10.0.0.1:4567 <how> after 12 of 300 bytes <moved>".
   std::string cut_short(const std::string& how, const Transfer& transfer, const char* moved) const;
 
+  // A new socket's non-blocking connect to peer_: 0, or its errno with
+  // *error worded for an operator.
+  int start_connect(std::string* error);
+  // ", 5 refusals in 31 ms" once a refusal was retried, else "".
+  std::string refused_for(int err) const;
+  // After a refusal (the socket is closed): true when the grace allows
+  // another attempt, scheduled at retry_at_.
+  bool may_retry_refusal();
+
   Fd fd_;
   SocketAddress peer_;
   bool connecting_ = false;
+  std::chrono::milliseconds refusal_grace_{0};
+  std::chrono::steady_clock::time_point refused_since_{};
+  std::chrono::steady_clock::time_point retry_at_{};  // set: a retry waits
+  int refusals_ = 0;
   Transfer sending_;
   Transfer receiving_;
 };

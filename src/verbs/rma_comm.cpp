@@ -122,7 +122,7 @@ ncclResult_t VerbsRmaComm::join(const std::vector<SocketAddress>& addresses,
   std::vector<bool> greeted(static_cast<size_t>(nranks), false);
   for (int r = self + 1; r < nranks; ++r) {
     if (!TcpStream::connect(addresses[static_cast<size_t>(r)], &streams_[static_cast<size_t>(r)],
-                            &error)) {
+                            &error, kOpenListenerRefusalGrace)) {
       WEFT_WARN("one-sided connect on %s: rank %d: %s", device.c_str(), r, error.c_str());
       return ncclRemoteError;
     }

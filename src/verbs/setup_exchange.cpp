@@ -2,6 +2,8 @@
 
 #include <cstring>
 
+#include "weft/log.h"
+
 namespace weft::verbs {
 namespace {
 
@@ -18,7 +20,13 @@ const char* part_name(ExchangeCarrier::Part part) {
 }  // namespace
 
 SetupProgress StreamCarrier::connect(std::string* error) {
-  return moved(stream_.finish_connect(error));
+  const TcpStream::Progress progress = stream_.finish_connect(error);
+  if (progress == TcpStream::Progress::Done && stream_.refusals() > 0 && !refusals_said_) {
+    refusals_said_ = true;
+    WEFT_INFO(NCCL_NET, "connected to %s after %d refused attempts", peer().c_str(),
+              stream_.refusals());
+  }
+  return moved(progress);
 }
 
 SetupProgress StreamCarrier::send(Part, std::span<const uint8_t> bytes, std::string* error) {

@@ -271,7 +271,8 @@ ncclResult_t VerbsTransport::connect(int dev, const CommConfig& config, void* ha
                   peer.text().c_str(), why.c_str());
       }
     }
-    if (!setup.link && !TcpStream::connect(peer, &setup.stream, &error)) {
+    if (!setup.link &&
+        !TcpStream::connect(peer, &setup.stream, &error, kOpenListenerRefusalGrace)) {
       WEFT_WARN("connect on %s: %s", port->name().c_str(), error.c_str());
       return ncclRemoteError;
     }
