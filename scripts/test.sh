@@ -96,6 +96,11 @@ stage_asan() {
     # that cross it with real transfers, over both protocols: the adapters
     # sit above the transport.
     export WEFT_TEST_STAGE_VERSIONS=12
+    # 50 connect/transfer/close cycles, not 200: LeakSanitizer finds a
+    # comm's lost memory after one, where the 1.17 run's exact heap count
+    # (off under ASan) needs many. conformance.tcp.comm-cycles was the
+    # slowest test of the whole run (67 s of this run's 78; 23 s now).
+    export WEFT_TEST_COMM_CYCLES=50
     # conformance.shm.close: under ASan, the send after finalize and re-init
     # never completes (also with the liveness links off); without ASan it
     # passes. Not traced yet (docs/sanitizers.md).
