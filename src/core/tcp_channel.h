@@ -63,15 +63,14 @@ class TcpStream {
   // tried again (after 1 ms, then twice as long each time, at most
   // kMaxRefusalPause) until the peer has refused for that long: a listener
   // that is there may still refuse one connection on a busy host (seen in
-  // CI under ctest -j6: both listeners of a live process refused one
-  // connector, which no retry reached). NCCL's own sockets retry a refusal
-  // for 20 s.
+  // CI under ctest -j6: both listeners of a process that was accepting
+  // refused one connector). NCCL's own sockets retry a refusal for 20 s.
   static bool connect(const SocketAddress& peer, TcpStream* out, std::string* error,
                       std::chrono::milliseconds refusal_grace = {});
   // Drives a connect started above: Done once connected (and on every call
   // after), Pending, or Failed ("connection refused by 10.0.0.1:4567").
   Progress finish_connect(std::string* error);
-  // How often the peer refused this connect (each retry's included).
+  // How many times the peer refused this connect so far.
   int refusals() const { return refusals_; }
   static constexpr std::chrono::milliseconds kMaxRefusalPause{64};
 

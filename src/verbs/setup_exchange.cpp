@@ -21,8 +21,8 @@ const char* part_name(ExchangeCarrier::Part part) {
 
 SetupProgress StreamCarrier::connect(std::string* error) {
   const TcpStream::Progress progress = stream_.finish_connect(error);
-  if (progress == TcpStream::Progress::Done && stream_.refusals() > 0 && !refusals_said_) {
-    refusals_said_ = true;
+  // Done comes once: the exchange then moves on to sending its info.
+  if (progress == TcpStream::Progress::Done && stream_.refusals() > 0) {
     WEFT_INFO(NCCL_NET, "connected to %s after %d refused attempts", peer().c_str(),
               stream_.refusals());
   }

@@ -54,7 +54,6 @@ class StreamCarrier final : public ExchangeCarrier {
 
  private:
   TcpStream& stream_;
-  bool refusals_said_ = false;
 };
 
 // Messages on the link to the peer's process: each to the mailbox the
