@@ -49,6 +49,15 @@ set(in_netns ${PROJECT_SOURCE_DIR}/plugin-tests/conformance/in-netns.sh)
 # libfabric's shm (1.17 and 2.6) never completes a truncated receive above
 # its 4 KiB inject size: the harness sends no larger truncated message
 # there (WEFT_TEST_TRUNC_MAX_SEND).
+# libfabric before 1.19's shm loses unexpected messages past a few hundred
+# (ofiwg/libfabric#9143, docs/scale.md): under the rdma protocol, eager
+# messages beyond the receiver's 512 pool buffers arrive unexpected, so
+# comms1024 posts its eager round 256 comms at a time there
+# (WEFT_TEST_EAGER_WAVE; 1,024 at once stalled one CI run).
+set(shm_eager_wave "")
+if(LIBFABRIC_VERSION VERSION_LESS 1.19)
+  set(shm_eager_wave WEFT_TEST_EAGER_WAVE=256)
+endif()
 weft_flavour(tcp FAMILY OFI SUITES conformance functional rma
   ENV WEFT_OFI_PROVIDER=tcp WEFT_OFI_DOMAIN=lo WEFT_OFI_PROTOCOL=tagged)
 weft_flavour(shm FAMILY OFI SUITES conformance functional
@@ -57,7 +66,7 @@ weft_flavour(tcp-rdma FAMILY OFI SUITES conformance functional
   ENV WEFT_OFI_PROVIDER=tcp WEFT_OFI_DOMAIN=lo WEFT_OFI_PROTOCOL=rdma)
 weft_flavour(shm-rdma FAMILY OFI SUITES conformance functional rma
   ENV WEFT_OFI_PROVIDER=shm WEFT_OFI_PROTOCOL=rdma WEFT_OFI_TEST_REORDER=16
-      WEFT_OFI_TEST_REORDER_SEED=7)
+      WEFT_OFI_TEST_REORDER_SEED=7 ${shm_eager_wave})
 # tcp;ofi_rxm cannot inject clear-to-sends: with the fewest copies allowed
 # (WEFT_OFI_CONTROL_SENDS=64), comms1024's bursts wait for copies to come back.
 weft_flavour(tcp-weft FAMILY OFI SUITES conformance functional
@@ -65,7 +74,7 @@ weft_flavour(tcp-weft FAMILY OFI SUITES conformance functional
       WEFT_OFI_CONTROL_SENDS=64)
 weft_flavour(shm-weft FAMILY OFI SUITES conformance functional
   ENV WEFT_OFI_PROVIDER=shm WEFT_OFI_PROTOCOL=rdma WEFT_OFI_TAG_MATCHING=weft
-      WEFT_OFI_TEST_REORDER=16 WEFT_OFI_TEST_REORDER_SEED=11)
+      WEFT_OFI_TEST_REORDER=16 WEFT_OFI_TEST_REORDER_SEED=11 ${shm_eager_wave})
 # udp;ofi_rxd only over Debian's 1.17: scripts/build-libfabric26.sh builds
 # the providers weft targets (tcp, shm, rxm, verbs, efa), not udp/rxd.
 # comms1024's 32 KiB round in one wave (WEFT_TEST_WAVE): in waves of 256

@@ -68,8 +68,9 @@ std::string unexpected_message_limit_warning(const std::string& provider, uint32
   return "libfabric " + std::to_string(FI_MAJOR(version)) + "." +
          std::to_string(FI_MINOR(version)) +
          "'s shm stops delivering unexpected messages past a few hundred at once "
-         "(ofiwg/libfabric#9143, fixed in 1.19): under the rdma protocol, thousands of receives "
-         "posted at once on as many comms (a clear-to-send each) may stall; use the tagged "
+         "(ofiwg/libfabric#9143, fixed in 1.19): under the rdma protocol, a message on each of "
+         "a thousand comms at once (a clear-to-send per receive, or an eager send) may stall; "
+         "use the tagged "
          "protocol (WEFT_OFI_PROTOCOL=auto) or libfabric >= 1.19 (docs/scale.md)";
 }
 

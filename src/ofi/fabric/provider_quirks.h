@@ -41,8 +41,9 @@ void avoid_segmented_truncation(const std::string& device, const std::string& pr
 // receives are posted (ofiwg/libfabric#9143; 1.19 buffers them, #9187).
 // The rdma protocol's control messages come in bursts (a connect request
 // per comm, a clear-to-send per receive): connects are capped
-// (kMaxConnectsInFlight), but thousands of receives posted at once on as
-// many comms can still stall such a shm. The warning to give when
+// (kMaxConnectsInFlight), but a receive or an eager send on each of a
+// thousand comms at once can still stall such a shm (eager messages past
+// the receiver's 512 pool buffers arrive unexpected). The warning to give when
 // the rdma protocol runs on `provider` under libfabric `version`
 // (FI_VERSION), empty where none is due.
 std::string unexpected_message_limit_warning(const std::string& provider, uint32_t version);
