@@ -38,10 +38,10 @@ using namespace weft::ft;
 namespace {
 
 // The listen handle's layout (src/core/handle_header.h): payload size at
-// byte 6, the transport's payload (here the libfabric address) from 24.
+// byte 6, the transport's payload (here the libfabric address) from 32.
 constexpr size_t kPayloadSizeAt = 6;
-constexpr size_t kPayloadAt = 24;
-constexpr size_t kMaxPayload = 104;
+constexpr size_t kPayloadAt = 32;
+constexpr size_t kMaxPayload = 96;
 constexpr const char* kShmScheme = "fi_shm://";
 
 std::string payload_of(const Handle& h) {

@@ -25,6 +25,7 @@ void request(const uint8_t* data, size_t size) {
   ConnectRequest again;
   FUZZ_CHECK(decode_connect_request(bytes, sizeof(bytes), &again, &error));
   FUZZ_CHECK(again.connector_comm_id == decoded.connector_comm_id);
+  FUZZ_CHECK(again.secret == decoded.secret);
   FUZZ_CHECK(again.protocol == decoded.protocol && again.rails == decoded.rails);
   FUZZ_CHECK(again.address_size == decoded.address_size);
   FUZZ_CHECK(std::memcmp(again.address, decoded.address, decoded.address_size) == 0);

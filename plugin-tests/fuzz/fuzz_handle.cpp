@@ -27,6 +27,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   FUZZ_CHECK(redecoded.listen_id == handle.listen_id);
   FUZZ_CHECK(redecoded.fingerprint == handle.fingerprint);
   FUZZ_CHECK(redecoded.connect_cookie == handle.connect_cookie);
+  FUZZ_CHECK(handle.secret != 0 && redecoded.secret == handle.secret);
   FUZZ_CHECK(redecoded.payload_size == handle.payload_size);
   FUZZ_CHECK(std::memcmp(redecoded.payload, handle.payload, handle.payload_size) == 0);
   return 0;

@@ -54,6 +54,7 @@ void handles() {
   handle.transport = TransportId::Ofi;
   handle.fingerprint = 0x1234;
   handle.listen_id = 7;
+  handle.secret = 0x0123456789abcdefull;
   handle.payload_size = 16;
   for (int i = 0; i < 16; ++i) handle.payload[i] = static_cast<uint8_t>(i + 1);
   uint8_t bytes[kHandleSize];

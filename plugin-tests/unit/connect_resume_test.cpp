@@ -57,6 +57,7 @@ void make_handle(uint32_t fingerprint, uint8_t out[weft::kHandleSize]) {
   handle.transport = weft::TransportId::Verbs;
   handle.fingerprint = fingerprint;
   handle.listen_id = 5;
+  handle.secret = 0x5ec2e7;
   handle.payload_size = 1;
   weft::encode_handle(handle, out);
 }

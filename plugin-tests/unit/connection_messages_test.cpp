@@ -12,6 +12,7 @@ using namespace weft::ofi;
 TEST_CASE("connect requests and acknowledgements round-trip and reject garbage", "[unit][handle]") {
   ConnectRequest request;
   request.connector_comm_id = 77;
+  request.secret = 0xfeedfacecafebeefull;
   request.address_size = 3;
   request.address[0] = 9;
   request.address[2] = 5;
@@ -23,6 +24,23 @@ TEST_CASE("connect requests and acknowledgements round-trip and reject garbage",
   CHECK(decoded.connector_comm_id == 77);
   CHECK(decoded.address_size == 3);
   CHECK(decoded.address[2] == 5);
+  CHECK(decoded.secret == 0xfeedfacecafebeefull);
+
+  bytes[4] = 4;
+  CHECK_FALSE(decode_connect_request(bytes, sizeof(bytes), &decoded, &error));
+  CHECK(error ==
+        "connect request has wire version 4, this weft speaks 5 (mixed weft versions across "
+        "nodes?)");
+  bytes[4] = kWireVersion;
+  bytes[24 + 3] = 1;
+  CHECK_FALSE(decode_connect_request(bytes, sizeof(bytes), &decoded, &error));
+  CHECK(error == "connect request has non-zero bytes beyond its address");
+  bytes[24 + 3] = 0;
+  bytes[13] = 1;
+  CHECK_FALSE(decode_connect_request(bytes, sizeof(bytes), &decoded, &error));
+  CHECK(error == "connect request has non-zero reserved bytes");
+  bytes[13] = 0;
+  REQUIRE(decode_connect_request(bytes, sizeof(bytes), &decoded, &error));
 
   CHECK_FALSE(decode_connect_request(bytes, 10, &decoded, &error));
   CHECK(error == "connect request is truncated (10 bytes)");
@@ -39,7 +57,7 @@ TEST_CASE("connect requests and acknowledgements round-trip and reject garbage",
   CHECK(decoded_ack.recv_comm_id == 5);
   ack_bytes[0] = 0;
   CHECK_FALSE(decode_connect_ack(ack_bytes, sizeof(ack_bytes), &decoded_ack, &error));
-  CHECK(error == "connect acknowledgement has a bad magic or wire version");
+  CHECK(error == "connect acknowledgement has a bad magic");
 
   request.rails = 9;
   encode_connect_request(request, bytes);

@@ -15,6 +15,7 @@ ListenHandle sample_handle() {
   handle.transport = TransportId::Ofi;
   handle.fingerprint = 0xabcdef01;
   handle.listen_id = 42;
+  handle.secret = 0x8badf00ddeadbeefull;
   handle.payload_size = 16;
   for (int i = 0; i < 16; ++i) handle.payload[i] = static_cast<uint8_t>(i + 1);
   return handle;
@@ -32,6 +33,7 @@ TEST_CASE("a listen handle survives encoding", "[unit][handle]") {
   CHECK(decoded.fingerprint == 0xabcdef01);
   CHECK(decoded.listen_id == 42);
   CHECK(decoded.connect_cookie == 0);
+  CHECK(decoded.secret == 0x8badf00ddeadbeefull);
   REQUIRE(decoded.payload_size == 16);
   CHECK(std::memcmp(decoded.payload, sample_handle().payload, 16) == 0);
 }
@@ -76,6 +78,17 @@ TEST_CASE("corrupt, foreign and truncated handles are rejected with a reason", "
     CHECK_FALSE(decode());
     CHECK(error ==
           "handle comes from an older weft (wire version 1); use the same weft on every node");
+  }
+  SECTION("a handle of wire version 2, which carried no secret") {
+    bytes[4] = 2;
+    CHECK_FALSE(decode());
+    CHECK(error ==
+          "handle has wire version 2, this weft speaks 3 (mixed weft versions across nodes?)");
+  }
+  SECTION("no secret") {
+    std::memset(bytes + 24, 0, 8);
+    CHECK_FALSE(decode());
+    CHECK(error == "handle carries no listen secret");
   }
   SECTION("other wire version") {
     bytes[4] = 9;
@@ -133,7 +146,7 @@ TEST_CASE("random bytes never decode into an out-of-range handle", "[unit][handl
     for (auto& byte : bytes) byte = static_cast<uint8_t>(random());
     if (round % 2 == 0) {
       // Get past the header checks half the time, so the later ones run.
-      std::memcpy(bytes, "WFT2\x02\x01", 6);
+      std::memcpy(bytes, "WFT2\x03\x01", 6);
       bytes[6] = static_cast<uint8_t>(1 + random() % 110);
       bytes[7] = 0;
       if (round % 4 == 0 && bytes[6] <= kMaxHandlePayload)
@@ -146,6 +159,7 @@ TEST_CASE("random bytes never decode into an out-of-range handle", "[unit][handl
       CHECK(decoded.payload_size >= 1);
       CHECK(decoded.payload_size <= kMaxHandlePayload);
       CHECK(valid_comm_id(decoded.listen_id));
+      CHECK(decoded.secret != 0);
     } else {
       CHECK_FALSE(error.empty());
     }

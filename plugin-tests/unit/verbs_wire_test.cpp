@@ -21,6 +21,7 @@ ConnectionInfo sample_info() {
   info.mtu = 3;
   info.lid = 0;
   info.listen_id = 77;
+  info.secret = 0x0badc0ffee0ddf00ull;
   for (int i = 0; i < 16; ++i) info.gid[i] = static_cast<uint8_t>(i + 1);
   for (int q = 0; q < 4; ++q) info.qpn[q] = 0x100 + static_cast<uint32_t>(q);
   info.fifo_address = 0x7f0000001000;
@@ -56,6 +57,7 @@ TEST_CASE("connection info round-trips every field", "[unit][verbs_wire]") {
   CHECK(out.qp_count == 4);
   CHECK(out.mtu == 3);
   CHECK(out.listen_id == 77);
+  CHECK(out.secret == 0x0badc0ffee0ddf00ull);
   CHECK(std::memcmp(out.gid, in.gid, 16) == 0);
   for (int q = 0; q < 4; ++q) CHECK(out.qpn[q] == 0x100u + static_cast<uint32_t>(q));
   CHECK(out.qpn[4] == 0);
@@ -114,7 +116,7 @@ TEST_CASE("connection info: each malformed field is refused by name", "[unit][ve
   CHECK(decode_error(b).find("bad magic") != std::string::npos);
   reset();
   b[4] = 9;
-  CHECK(decode_error(b) == "connection info version 9, this weft speaks 2 (mixed weft versions?)");
+  CHECK(decode_error(b) == "connection info version 9, this weft speaks 3 (mixed weft versions?)");
   reset();
   b[5] = 4;
   CHECK(decode_error(b) == "unknown role 4");
@@ -143,8 +145,11 @@ TEST_CASE("connection info: each malformed field is refused by name", "[unit][ve
   b[119] = 1;
   CHECK(decode_error(b) == "ECE vendor id/options without the ECE flag");
   reset();
-  b[120] = 1;
+  b[44] = 1;
   CHECK(decode_error(b) == "nonzero reserved bytes");
+  reset();
+  b[5] = static_cast<uint8_t>(Role::Receiver);  // with the sender's secret at 120
+  CHECK(decode_error(b, Role::Receiver) == "a receiver that sends a listen secret");
   reset();
   std::memset(b + 12, 0, 4);
   CHECK(decode_error(b) == "listen id 0");
@@ -156,9 +161,6 @@ TEST_CASE("connection info: each malformed field is refused by name", "[unit][ve
   CHECK(decode_error(b) == "FIFO address 0");
   reset();
   b[44] = 1;
-  CHECK(decode_error(b) == "nonzero reserved bytes");
-  reset();
-  b[127] = 1;
   CHECK(decode_error(b) == "nonzero reserved bytes");
   reset();
   std::memset(b + 48 + 4, 0, 4);

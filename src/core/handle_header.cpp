@@ -9,6 +9,7 @@ namespace weft {
 namespace {
 
 constexpr size_t kCookieOffset = 16;
+constexpr size_t kSecretOffset = 24;
 
 }  // namespace
 
@@ -22,6 +23,7 @@ void encode_handle(const ListenHandle& handle, void* out) {
   put_le32(bytes + 8, handle.fingerprint);
   put_le32(bytes + 12, handle.listen_id);
   put_le64(bytes + kCookieOffset, handle.connect_cookie);
+  put_le64(bytes + kSecretOffset, handle.secret);
   std::memcpy(bytes + kHandleHeaderSize, handle.payload, handle.payload_size);
 }
 
@@ -78,8 +80,13 @@ bool decode_handle(const void* data, size_t size, TransportId expected, ListenHa
   decoded.fingerprint = get_le32(bytes + 8);
   decoded.listen_id = get_le32(bytes + 12);
   decoded.connect_cookie = get_le64(bytes + kCookieOffset);
+  decoded.secret = get_le64(bytes + kSecretOffset);
   if (!valid_comm_id(decoded.listen_id)) {
     *error = "handle carries an invalid listen id";
+    return false;
+  }
+  if (decoded.secret == 0) {
+    *error = "handle carries no listen secret";
     return false;
   }
   std::memcpy(decoded.payload, bytes + kHandleHeaderSize, payload_size);

@@ -6,7 +6,10 @@
 //
 //   0  magic u32 "WFT2"     4  wire version u8     5  transport id u8
 //   6  payload size u8      7  reserved u8 (0)     8  fingerprint u32
-//   12 listen id u32        16 connect cookie u64  24 payload[104], zero padded
+//   12 listen id u32        16 connect cookie u64  24 secret u64 (not 0)
+//   32 payload[96], zero padded
+//
+// Wire version 3 added the secret (core/listen_secret.h); 2 had none.
 #pragma once
 
 #include <cstddef>
@@ -20,15 +23,16 @@ namespace weft {
 
 constexpr uint32_t kHandleMagic = 0x32544657;     // "WFT2"
 constexpr uint32_t kOldHandleMagic = 0x31544657;  // "WFT1": weft before the shared header
-constexpr uint8_t kHandleWireVersion = 2;
-constexpr size_t kHandleHeaderSize = 24;
-constexpr size_t kMaxHandlePayload = kHandleSize - kHandleHeaderSize;  // 104 bytes
+constexpr uint8_t kHandleWireVersion = 3;
+constexpr size_t kHandleHeaderSize = 32;
+constexpr size_t kMaxHandlePayload = kHandleSize - kHandleHeaderSize;  // 96 bytes
 
 struct ListenHandle {
   TransportId transport = TransportId::Ofi;
   uint32_t fingerprint = 0;     // what must match on both sides (provider, address format)
   uint32_t listen_id = 0;       // 1..kMaxCommId
   uint64_t connect_cookie = 0;  // scratch for the connecting side, 0 when fresh
+  uint64_t secret = 0;          // the listen comm's (listen_secret.h), never 0
   uint8_t payload_size = 0;     // 1..kMaxHandlePayload
   uint8_t payload[kMaxHandlePayload] = {};
 };

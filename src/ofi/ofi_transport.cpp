@@ -8,6 +8,7 @@
 #include "core/cuda/cuda_driver.h"
 #include "core/device_limit_log.h"
 #include "core/line_order_guard.h"
+#include "core/listen_secret.h"
 #include "core/tcp_channel.h"
 #include "ofi/comm/listen_comm.h"
 #include "ofi/discovery/hash.h"
@@ -352,13 +353,15 @@ ncclResult_t OfiTransport::listen(int dev, void* handle, ListenComm** listen_com
               endpoint->device_name().c_str(), endpoint->local_address_size(), kMaxAddressSize);
     return ncclInternalError;
   }
+  uint64_t secret = 0;
+  if (!fresh_listen_secret(&secret)) return ncclSystemError;
   uint32_t listen_id = endpoint->next_id();
   ListenSetup setup;
   setup.extra_rails.assign(endpoints.begin() + 1, endpoints.end());
   setup.close_timeout_ms = static_cast<int>(params_.close_timeout_ms);
   setup.min_stripe = static_cast<size_t>(params_.min_stripe_size);
   setup.links = peer_links();
-  auto comm = std::make_unique<OfiListenComm>(endpoint, listen_id, std::move(setup));
+  auto comm = std::make_unique<OfiListenComm>(endpoint, listen_id, secret, std::move(setup));
   result = comm->start();
   if (result != ncclSuccess) {
     comm.release()->close();
@@ -368,6 +371,7 @@ ncclResult_t OfiTransport::listen(int dev, void* handle, ListenComm** listen_com
   encoded.transport = TransportId::Ofi;
   encoded.fingerprint = first_rail(device).provider_hash;
   encoded.listen_id = listen_id;
+  encoded.secret = secret;
   encoded.payload_size = static_cast<uint8_t>(endpoint->local_address_size());
   std::memcpy(encoded.payload, endpoint->local_address(), encoded.payload_size);
   encode_handle(encoded, handle);
@@ -407,8 +411,9 @@ ncclResult_t OfiTransport::connect(int dev, const CommConfig&, void* handle, Sen
     setup.peer_name = endpoint->address_to_string(decoded.payload, decoded.payload_size);
     result = endpoint->insert_address(decoded.payload, decoded.payload_size, &setup.peer);
     if (result != ncclSuccess) return result;
-    *out = std::make_unique<OfiSendComm>(std::move(setup), endpoint->next_id(), decoded.listen_id,
-                                         static_cast<int>(params_.connect_timeout_ms));
+    *out =
+        std::make_unique<OfiSendComm>(std::move(setup), endpoint->next_id(), decoded.listen_id,
+                                      decoded.secret, static_cast<int>(params_.connect_timeout_ms));
     return ncclSuccess;
   };
   auto step = [](OfiSendComm& comm, bool* connected) { return comm.step_connect(connected); };

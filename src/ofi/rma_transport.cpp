@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "core/handle_header.h"
+#include "core/listen_secret.h"
 #include "core/rma_connect.h"
 #include "ofi/discovery/provider_discovery.h"
 #include "ofi/ofi_transport.h"
@@ -89,13 +90,15 @@ ncclResult_t OfiTransport::rma_listen(int dev, void* handle, RmaListenComm** lis
     return ncclInternalError;
   }
   ListenHandle encoded;
+  if (!fresh_listen_secret(&encoded.secret)) return ncclSystemError;
   encoded.transport = TransportId::OfiRma;
   encoded.fingerprint = first_rail(device).provider_hash;
   encoded.listen_id = endpoint->next_id();
   encoded.payload_size = static_cast<uint8_t>(endpoint->local_address_size());
   std::memcpy(encoded.payload, endpoint->local_address(), encoded.payload_size);
   encode_handle(encoded, handle);
-  auto* made = new OfiRmaListenComm(endpoint, encoded.listen_id, encoded.fingerprint);
+  auto* made =
+      new OfiRmaListenComm(endpoint, encoded.listen_id, encoded.secret, encoded.fingerprint);
   std::lock_guard<std::mutex> lock(rma_mutex_);
   made->message_signals = !first_rail(device).rma_atomics || params_.ofi_test_message_signals;
   *listen = made;

@@ -1,13 +1,16 @@
 #include "verbs/listen_comm.h"
 
+#include "core/listen_secret.h"
+
 namespace weft::verbs {
 
 VerbsListenComm::VerbsListenComm(std::shared_ptr<OpenPort> port, std::shared_ptr<ListenerHub> hub,
-                                 uint32_t listen_id, uint32_t mailbox, const RecvOptions& options,
-                                 int connect_timeout_ms)
+                                 uint32_t listen_id, uint64_t secret, uint32_t mailbox,
+                                 const RecvOptions& options, int connect_timeout_ms)
     : port_(std::move(port)),
       hub_(std::move(hub)),
       listen_id_(listen_id),
+      secret_(secret),
       mailbox_(mailbox),
       options_(options),
       connect_timeout_(connect_timeout_ms) {
@@ -20,7 +23,25 @@ VerbsListenComm::~VerbsListenComm() {
   if (mailbox_ != 0) options_.links->close_mailbox(mailbox_);
 }
 
+bool VerbsListenComm::admits(const uint8_t* info, const std::string& from) const {
+  ConnectionInfo decoded;
+  std::string problem;
+  const std::string where = port_->name() + " listener " + std::to_string(listen_id_);
+  if (!decode_connection_info(info, kConnectionInfoSize, Role::Sender, &decoded, &problem)) {
+    log_refused_connect(where, from, "bad connection info: " + problem);
+    return false;
+  }
+  if (!listen_secret_matches(secret_, decoded.secret)) {
+    log_refused_connect(where, from);
+    return false;
+  }
+  return true;
+}
+
 ncclResult_t VerbsListenComm::start_accepting(ConnectionSetup setup, const uint8_t* info) {
+  // Dropped unanswered: its stream closes, its mailbox hears nothing, and
+  // nothing was made for it.
+  if (!admits(info, setup.peer_name)) return ncclSuccess;
   setup.port = port_;
   setup.peer_timeout_ms = options_.peer_timeout_ms;
   setup.links = options_.links;

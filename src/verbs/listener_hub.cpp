@@ -1,6 +1,6 @@
 #include "verbs/listener_hub.h"
 
-#include "weft/log.h"
+#include "core/listen_secret.h"
 
 namespace weft::verbs {
 
@@ -60,8 +60,8 @@ void ListenerHub::read_locked() {
     if (progress == TcpStream::Progress::Failed) {
       // A stray or broken connection must not end the listener: the
       // connecting side reports its own failure.
-      WEFT_WARN("verbs side channel %s: dropped a connection attempt: %s", address().text().c_str(),
-                error.c_str());
+      log_refused_connect("verbs side channel " + address().text(), arrival.stream.peer().text(),
+                          error);
       continue;
     }
     route_locked(std::move(arrival));
@@ -73,17 +73,15 @@ void ListenerHub::route_locked(Arrival arrival) {
   std::string problem;
   const std::string peer = arrival.stream.peer().text();
   if (!decode_connection_info(arrival.info, sizeof(arrival.info), Role::Sender, &info, &problem)) {
-    WEFT_WARN(
-        "verbs side channel %s: dropped a connection attempt: bad connection info from %s: %s",
-        address().text().c_str(), peer.c_str(), problem.c_str());
+    log_refused_connect("verbs side channel " + address().text(), peer,
+                        "bad connection info: " + problem);
     return;
   }
   auto waiting = ready_.find(info.listen_id);
   if (waiting == ready_.end()) {
-    WEFT_WARN(
-        "verbs side channel %s: dropped a connection from %s for listener %u, which is not open "
-        "here (closed, or a stale handle)",
-        address().text().c_str(), peer.c_str(), info.listen_id);
+    log_refused_connect("verbs side channel " + address().text(), peer,
+                        "it names listener " + std::to_string(info.listen_id) +
+                            ", which is not open here (closed, or a stale handle)");
     return;
   }
   waiting->second.push_back(std::move(arrival));

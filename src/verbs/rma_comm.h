@@ -34,6 +34,7 @@ class VerbsRmaListenComm final : public RmaListenComm {
   std::shared_ptr<OpenPort> port;
   std::unique_ptr<TcpListener> listener;
   uint32_t id = 0;
+  uint64_t secret = 0;       // its handle's (core/listen_secret.h)
   uint32_t fingerprint = 0;  // link layer (VerbsTransport::fingerprint)
   QpSettings settings;
   bool message_signals = false;  // the device has no atomics (or a test asks)

@@ -3,6 +3,7 @@
 // other (rma_comm.h).
 #include "core/comm_id.h"
 #include "core/handle_header.h"
+#include "core/listen_secret.h"
 #include "core/rma_connect.h"
 #include "verbs/rma_comm.h"
 #include "verbs/verbs_transport.h"
@@ -39,6 +40,7 @@ ncclResult_t VerbsTransport::rma_listen(int dev, void* handle, RmaListenComm** l
               error.c_str());
     return ncclSystemError;
   }
+  if (!fresh_listen_secret(&made->secret)) return ncclSystemError;
   made->id = next_listen_id_.fetch_add(1) & kMaxCommId;
   if (made->id == 0) made->id = next_listen_id_.fetch_add(1) & kMaxCommId;
   made->fingerprint = fingerprint(dev);
@@ -48,6 +50,7 @@ ncclResult_t VerbsTransport::rma_listen(int dev, void* handle, RmaListenComm** l
   encoded.transport = TransportId::VerbsRma;
   encoded.fingerprint = made->fingerprint;
   encoded.listen_id = made->id;
+  encoded.secret = made->secret;
   encoded.payload_size = static_cast<uint8_t>(SocketAddress::kPackedSize);
   made->listener->address().pack(encoded.payload);
   encode_handle(encoded, handle);

@@ -27,8 +27,12 @@ void chunk_of(size_t size, int k, int sets, size_t* offset, size_t* length) {
 
 }  // namespace
 
-VerbsSendComm::VerbsSendComm(ConnectionSetup setup, const SendOptions& options, uint32_t listen_id)
-    : VerbsDataComm<SendComm>(std::move(setup)), options_(options), listen_id_(listen_id) {}
+VerbsSendComm::VerbsSendComm(ConnectionSetup setup, const SendOptions& options, uint32_t listen_id,
+                             uint64_t listen_secret)
+    : VerbsDataComm<SendComm>(std::move(setup)),
+      options_(options),
+      listen_id_(listen_id),
+      listen_secret_(listen_secret) {}
 
 VerbsSendComm::~VerbsSendComm() {
   release_control(control_, control_region_);
@@ -76,6 +80,7 @@ ConnectionInfo VerbsSendComm::local_info() const {
   info.mtu = address.active_mtu;
   info.lid = address.lid;
   info.listen_id = listen_id_;
+  info.secret = listen_secret_;
   std::memcpy(info.gid, address.gid, 16);
   for (int q = 0; q < self.qps().count(); ++q) info.qpn[q] = self.qps().qp(q)->qp_num;
   info.fifo_address = reinterpret_cast<uint64_t>(control_->fifo);

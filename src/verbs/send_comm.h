@@ -25,7 +25,9 @@ struct SendOptions {
 
 class VerbsSendComm final : public VerbsDataComm<SendComm> {
  public:
-  VerbsSendComm(ConnectionSetup setup, const SendOptions& options, uint32_t listen_id);
+  // `listen_id` and `listen_secret`: the listener's, from its handle.
+  VerbsSendComm(ConnectionSetup setup, const SendOptions& options, uint32_t listen_id,
+                uint64_t listen_secret);
   ~VerbsSendComm() override;
 
   // Registers the FIFO and creates nothing else; false with the reason.
@@ -68,6 +70,7 @@ class VerbsSendComm final : public VerbsDataComm<SendComm> {
 
   SendOptions options_;
   uint32_t listen_id_;
+  uint64_t listen_secret_;
   Control* control_ = nullptr;
   MemoryHandle* control_region_ = nullptr;
   uint32_t sequence_ = 0;

@@ -11,6 +11,7 @@
 #include "core/device_limit_log.h"
 #include "core/flush_method.h"
 #include "core/handle_header.h"
+#include "core/listen_secret.h"
 #include "verbs/gid_select.h"
 #include "verbs/listen_comm.h"
 #include "verbs/rma_comm.h"
@@ -192,6 +193,8 @@ ncclResult_t VerbsTransport::listen(int dev, void* handle, ListenComm** listen_c
   if (ncclResult_t result = port_for(dev, "listen", &port); result != ncclSuccess) return result;
   std::shared_ptr<ListenerHub> hub;
   if (ncclResult_t result = listener_hub(port->name(), &hub); result != ncclSuccess) return result;
+  uint64_t secret = 0;
+  if (!fresh_listen_secret(&secret)) return ncclSystemError;
   uint32_t listen_id = next_listen_id_.fetch_add(1) & kMaxCommId;
   if (listen_id == 0) listen_id = next_listen_id_.fetch_add(1) & kMaxCommId;
   RecvOptions options;
@@ -203,6 +206,7 @@ ncclResult_t VerbsTransport::listen(int dev, void* handle, ListenComm** listen_c
   encoded.transport = TransportId::Verbs;
   encoded.fingerprint = fingerprint(dev);
   encoded.listen_id = listen_id;
+  encoded.secret = secret;
   encode_listen_payload(hub->address(), options.links ? options.links->identity() : PeerIdentity{},
                         mailbox, &encoded);
   encode_handle(encoded, handle);
@@ -213,8 +217,8 @@ ncclResult_t VerbsTransport::listen(int dev, void* handle, ListenComm** listen_c
   options.peer_timeout_ms = static_cast<int>(params_.peer_timeout_ms);
   WEFT_INFO(NCCL_NET, "%s: listener %u on %s, mailbox %u", port->name().c_str(), listen_id,
             hub->address().text().c_str(), mailbox);
-  *listen_comm = new VerbsListenComm(std::move(port), std::move(hub), listen_id, mailbox, options,
-                                     static_cast<int>(params_.connect_timeout_ms));
+  *listen_comm = new VerbsListenComm(std::move(port), std::move(hub), listen_id, secret, mailbox,
+                                     options, static_cast<int>(params_.connect_timeout_ms));
   return ncclSuccess;
 }
 
@@ -281,7 +285,8 @@ ncclResult_t VerbsTransport::connect(int dev, const CommConfig& config, void* ha
       WEFT_WARN("connect on %s: %s", port->name().c_str(), error.c_str());
       return ncclSystemError;
     }
-    auto comm = std::make_unique<VerbsSendComm>(std::move(setup), options, decoded.listen_id);
+    auto comm = std::make_unique<VerbsSendComm>(std::move(setup), options, decoded.listen_id,
+                                                decoded.secret);
     if (!comm->prepare(&error)) {
       WEFT_WARN("connect on %s: %s", port->name().c_str(), error.c_str());
       return ncclSystemError;

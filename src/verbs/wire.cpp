@@ -8,8 +8,9 @@ namespace weft::verbs {
 namespace {
 
 constexpr uint32_t kInfoMagic = 0x31435657;  // "WVC1"
-// 2: the liveness identity at 128 (160 bytes in all).
-constexpr uint8_t kInfoVersion = 2;
+// 2: the liveness identity at 128 (160 bytes in all). 3: the listen
+// secret at 120.
+constexpr uint8_t kInfoVersion = 3;
 constexpr uint8_t kFlagSplit = 1;
 constexpr uint8_t kFlagAdaptiveRouting = 2;
 constexpr uint8_t kFlagEce = 4;
@@ -18,7 +19,8 @@ constexpr uint8_t kFlagEce = 4;
 // u8, 8 MTU u8, 9 flags u8, 10 LID u16, 12 listen id u32, 16 GID[16],
 // 32 FIFO address u64, 40 FIFO rkey u32, 44 zero u32, 48 QPN u32 x 16,
 // 112 ECE vendor id u32, 116 ECE options u32 (both 0 without the ECE flag),
-// 120 zero[8], 128 liveness identity (PeerIdentity, 32). Little-endian.
+// 120 the listen handle's secret u64 (a sender's; 0 from a receiver),
+// 128 liveness identity (PeerIdentity, 32). Little-endian.
 
 bool fail(std::string* error, const std::string& text) {
   *error = text;
@@ -97,6 +99,7 @@ void encode_connection_info(const ConnectionInfo& info, uint8_t out[kConnectionI
     put_le32(out + 112, info.ece_vendor_id);
     put_le32(out + 116, info.ece_options);
   }
+  put_le64(out + 120, info.secret);
   info.process.pack(out + 128);
 }
 
@@ -164,8 +167,10 @@ bool decode_connection_info(const uint8_t* in, size_t size, Role expected, Conne
     return fail(error,
                 decoded.role == Role::OneSided ? "a FIFO from a one-sided rank" : "FIFO address 0");
   }
-  if (get_le32(in + 44) != 0 || !all_zero(in + 120, 8)) {
-    return fail(error, "nonzero reserved bytes");
+  if (get_le32(in + 44) != 0) return fail(error, "nonzero reserved bytes");
+  decoded.secret = get_le64(in + 120);
+  if (decoded.role == Role::Receiver && decoded.secret != 0) {
+    return fail(error, "a receiver that sends a listen secret");
   }
   std::string problem;
   if (!PeerIdentity::unpack(in + 128, PeerIdentity::kPackedSize, &decoded.process, &problem)) {

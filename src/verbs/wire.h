@@ -41,6 +41,9 @@ struct ConnectionInfo {
   uint8_t mtu = 0;  // enum ibv_mtu, 1 (256) .. 5 (4096)
   uint16_t lid = 0;
   uint32_t listen_id = 0;  // the listener this connects to (sender), or answers from (receiver)
+  // The sender presents the listen handle's secret (core/listen_secret.h);
+  // a receiver never sends one back (0).
+  uint64_t secret = 0;
   uint8_t gid[16] = {};
   uint32_t qpn[kMaxQpsPerConnection] = {};
   uint64_t fifo_address = 0;  // sender: its CTS FIFO; receiver: its sizes FIFO

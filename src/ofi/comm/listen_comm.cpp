@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdio>
 
+#include "core/listen_secret.h"
 #include "ofi/endpoint/tag_layout.h"
 #include "ofi/fabric/provider_quirks.h"
 #include "weft/log.h"
@@ -14,10 +15,11 @@
 namespace weft::ofi {
 
 OfiListenComm::OfiListenComm(std::shared_ptr<Endpoint> endpoint, uint32_t listen_id,
-                             ListenSetup setup)
+                             uint64_t secret, ListenSetup setup)
     : endpoint_(std::move(endpoint)),
       device_name_(endpoint_->device_name()),
       listen_id_(listen_id),
+      secret_(secret),
       setup_(std::move(setup)) {
   op_.target = this;
   op_.slot = 0;
@@ -88,6 +90,14 @@ ncclResult_t OfiListenComm::accept(RecvComm** recv_comm) {
       // Not fatal for this listener: a stray or corrupt request is dropped.
       WEFT_WARN("%s: ignoring a connect request: %s", endpoint_->device_name().c_str(),
                 problem.c_str());
+      return post_request_receive();
+    }
+    if (!listen_secret_matches(secret_, request.secret)) {
+      // Nothing of it is kept and nothing answers it: the sender learns
+      // nothing, and the next request is received as before.
+      log_refused_connect(device_name_ + " listener " + std::to_string(listen_id_),
+                          "a peer that names itself " +
+                              endpoint_->address_to_string(request.address, request.address_size));
       return post_request_receive();
     }
     Protocol own = endpoint_->rdma() ? Protocol::Rdma : Protocol::Tagged;

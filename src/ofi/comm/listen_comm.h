@@ -1,5 +1,6 @@
 // Listening side: a tagged receive for connect requests addressed to this
-// listener's id. accept() turns each request into a receive comm.
+// listener's id. accept() turns each request that presents the handle's
+// secret into a receive comm; one that does not is dropped unanswered.
 #pragma once
 
 #include <atomic>
@@ -22,7 +23,8 @@ struct ListenSetup {
 
 class OfiListenComm final : public ListenComm, public CompletionTarget {
  public:
-  OfiListenComm(std::shared_ptr<Endpoint> endpoint, uint32_t listen_id, ListenSetup setup);
+  OfiListenComm(std::shared_ptr<Endpoint> endpoint, uint32_t listen_id, uint64_t secret,
+                ListenSetup setup);
   ~OfiListenComm() override;
 
   // Registers the request buffer and posts the first receive.
@@ -39,6 +41,7 @@ class OfiListenComm final : public ListenComm, public CompletionTarget {
   std::shared_ptr<Endpoint> endpoint_;
   std::string device_name_;
   uint32_t listen_id_;
+  uint64_t secret_;
   ListenSetup setup_;
   void* region_ = nullptr;
   bool posted_ = false;

@@ -14,10 +14,11 @@
 namespace weft::ofi {
 
 OfiSendComm::OfiSendComm(CommSetup setup, uint32_t local_id, uint32_t listen_id,
-                         int connect_timeout_ms)
+                         uint64_t listen_secret, int connect_timeout_ms)
     : OfiDataComm<SendComm>(std::move(setup)),
       local_id_(local_id),
       listen_id_(listen_id),
+      listen_secret_(listen_secret),
       connect_deadline_(std::chrono::steady_clock::now() +
                         std::chrono::milliseconds(connect_timeout_ms)) {
   for (uint32_t slot = 0; slot < 2; ++slot) {
@@ -42,6 +43,7 @@ ncclResult_t OfiSendComm::step_connect(bool* connected) {
     if (result != ncclSuccess) return result;
     ConnectRequest request;
     request.connector_comm_id = local_id_;
+    request.secret = listen_secret_;
     request.protocol = endpoint().rdma() ? Protocol::Rdma : Protocol::Tagged;
     request.rails = static_cast<uint8_t>(rail_count());
     request.address_size = static_cast<uint8_t>(endpoint().local_address_size());

@@ -24,14 +24,16 @@ class RmaSignalInbox;
 
 class OfiRmaListenComm final : public RmaListenComm {
  public:
-  OfiRmaListenComm(std::shared_ptr<Endpoint> endpoint, uint32_t id, uint32_t fingerprint)
-      : endpoint(std::move(endpoint)), id(id), fingerprint(fingerprint) {}
+  OfiRmaListenComm(std::shared_ptr<Endpoint> endpoint, uint32_t id, uint64_t secret,
+                   uint32_t fingerprint)
+      : endpoint(std::move(endpoint)), id(id), secret(secret), fingerprint(fingerprint) {}
   ~OfiRmaListenComm() override {
     if (!handed_over) endpoint->release_id(id);
   }
 
   std::shared_ptr<Endpoint> endpoint;
   uint32_t id;                   // the comm's id on the endpoint, once connected
+  uint64_t secret;               // its handle's (core/listen_secret.h)
   uint32_t fingerprint;          // provider and address format (handle_header.h)
   bool message_signals = false;  // the provider has no remote atomics
   bool handed_over = false;

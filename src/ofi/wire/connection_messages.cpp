@@ -14,6 +14,12 @@ bool decode_protocol(uint8_t value, Protocol* protocol) {
   return true;
 }
 
+std::string version_mismatch(const char* what, uint8_t version) {
+  return std::string(what) + " has wire version " + std::to_string(version) +
+         ", this weft speaks " + std::to_string(kWireVersion) +
+         " (mixed weft versions across nodes?)";
+}
+
 }  // namespace
 
 const char* protocol_name(Protocol protocol) {
@@ -28,8 +34,9 @@ void encode_connect_request(const ConnectRequest& request, uint8_t* out) {
   out[6] = static_cast<uint8_t>(request.protocol);
   out[7] = request.rails;
   put_le32(out + 8, request.connector_comm_id);
-  std::memcpy(out + 16, request.address, request.address_size);
-  request.process.pack(out + 16 + kMaxAddressSize);
+  put_le64(out + 16, request.secret);
+  std::memcpy(out + kConnectRequestAddressOffset, request.address, request.address_size);
+  request.process.pack(out + kConnectRequestAddressOffset + kMaxAddressSize);
 }
 
 bool decode_connect_request(const uint8_t* bytes, size_t size, ConnectRequest* request,
@@ -38,8 +45,12 @@ bool decode_connect_request(const uint8_t* bytes, size_t size, ConnectRequest* r
     *error = "connect request is truncated (" + std::to_string(size) + " bytes)";
     return false;
   }
-  if (get_le32(bytes) != kConnectMagic || bytes[4] != kWireVersion) {
-    *error = "connect request has a bad magic or wire version";
+  if (get_le32(bytes) != kConnectMagic) {
+    *error = "connect request has a bad magic";
+    return false;
+  }
+  if (bytes[4] != kWireVersion) {
+    *error = version_mismatch("connect request", bytes[4]);
     return false;
   }
   ConnectRequest decoded;
@@ -64,9 +75,21 @@ bool decode_connect_request(const uint8_t* bytes, size_t size, ConnectRequest* r
     *error = "connect request carries an invalid comm id";
     return false;
   }
-  std::memcpy(decoded.address, bytes + 16, decoded.address_size);
-  if (!PeerIdentity::unpack(bytes + 16 + kMaxAddressSize, PeerIdentity::kPackedSize,
-                            &decoded.process, error)) {
+  if (get_le32(bytes + 12) != 0) {
+    *error = "connect request has non-zero reserved bytes";
+    return false;
+  }
+  decoded.secret = get_le64(bytes + 16);
+  const uint8_t* address = bytes + kConnectRequestAddressOffset;
+  for (size_t i = decoded.address_size; i < kMaxAddressSize; ++i) {
+    if (address[i] != 0) {
+      *error = "connect request has non-zero bytes beyond its address";
+      return false;
+    }
+  }
+  std::memcpy(decoded.address, address, decoded.address_size);
+  if (!PeerIdentity::unpack(address + kMaxAddressSize, PeerIdentity::kPackedSize, &decoded.process,
+                            error)) {
     *error = "connect request: " + *error;
     return false;
   }
@@ -98,8 +121,12 @@ bool decode_connect_ack(const uint8_t* bytes, size_t size, ConnectAck* ack, std:
     *error = "connect acknowledgement is truncated (" + std::to_string(size) + " bytes)";
     return false;
   }
-  if (get_le32(bytes) != kAckMagic || bytes[4] != kWireVersion) {
-    *error = "connect acknowledgement has a bad magic or wire version";
+  if (get_le32(bytes) != kAckMagic) {
+    *error = "connect acknowledgement has a bad magic";
+    return false;
+  }
+  if (bytes[4] != kWireVersion) {
+    *error = version_mismatch("connect acknowledgement", bytes[4]);
     return false;
   }
   ConnectAck decoded;

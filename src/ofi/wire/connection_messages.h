@@ -5,13 +5,14 @@
 //
 // Request (152): 0 magic u32 "WFTC", 4 version u8, 5 address size u8,
 //   6 protocol u8, 7 rails u8, 8 connector comm id u32, 12 zero u32,
-//   16 address[104], zero padded, 120 the connecting process's identity
-//   (core/peer_links.h, 32 bytes; token 0: no liveness link).
-// Ack (856): 0 magic u32 "WFTA", 4 version u8, 5 protocol u8, 6 flags u8
+//   16 the listen handle's secret u64 (core/listen_secret.h), 24 address[96],
+//   zero padded, 120 the connecting process's identity (core/peer_links.h,
+//   32 bytes; token 0: no liveness link).
+// Ack (800): 0 magic u32 "WFTA", 4 version u8, 5 protocol u8, 6 flags u8
 //   (1: size notices), 7 rails u8, 8 recv comm id u32, 12 rail 0's write
 //   target u16, 14 zero u16, 16 eager size u32, 20 zero u32, 24 write
-//   targets of rails 1..7 u16 x 7, 38 zero u16, 40 rails 1..7, 112 bytes
-//   each: address size u8, zero[7], address[104], zero padded, 824 the
+//   targets of rails 1..7 u16 x 7, 38 zero u16, 40 rails 1..7, 104 bytes
+//   each: address size u8, zero[7], address[96], zero padded, 768 the
 //   accepting process's identity (32 bytes).
 #pragma once
 
@@ -27,25 +28,29 @@ namespace weft::ofi {
 
 constexpr uint32_t kConnectMagic = 0x43544657;  // "WFTC"
 constexpr uint32_t kAckMagic = 0x41544657;      // "WFTA"
-// Follows the rdma protocol's version (rdma_wire.cpp), so peers of
-// different versions part at connect rather than mid-stream.
-constexpr uint8_t kWireVersion = 4;
+// At least the rdma protocol's version (rdma_wire.cpp), so peers of
+// different versions part at connect rather than mid-stream. 5: the
+// request carries the listen secret.
+constexpr uint8_t kWireVersion = 5;
 
 // The data protocol of a connection; both sides must use the same.
 enum class Protocol : uint8_t { Tagged = 0, Rdma = 1 };
 const char* protocol_name(Protocol protocol);
 // The listener's address travels as the handle's payload.
-constexpr size_t kMaxAddressSize = kMaxHandlePayload;  // 104 bytes
+constexpr size_t kMaxAddressSize = kMaxHandlePayload;  // 96 bytes
 
 struct ConnectRequest {
   uint32_t connector_comm_id = 0;
+  uint64_t secret = 0;  // the listen handle's: the listener checks it first
   Protocol protocol = Protocol::Tagged;
   uint8_t rails = 1;  // rails the connecting side offers, 1..kMaxRails
   uint8_t address_size = 0;
   uint8_t address[kMaxAddressSize] = {};
   PeerIdentity process;  // for the liveness link
 };
-constexpr size_t kConnectRequestSize = 16 + kMaxAddressSize + PeerIdentity::kPackedSize;
+constexpr size_t kConnectRequestAddressOffset = 24;
+constexpr size_t kConnectRequestSize =
+    kConnectRequestAddressOffset + kMaxAddressSize + PeerIdentity::kPackedSize;
 void encode_connect_request(const ConnectRequest& request, uint8_t* out);
 bool decode_connect_request(const uint8_t* bytes, size_t size, ConnectRequest* request,
                             std::string* error);
