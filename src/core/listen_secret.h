@@ -21,10 +21,8 @@ bool listen_secret_matches(uint64_t expected, uint64_t presented);
 // A connect refused (by default for a wrong secret; `why` otherwise),
 // logged as a WARN naming `where` (the listener) and `from` (where it came
 // from): at most one a second per process, so a scan cannot flood the log;
-// the next one logged says how many were refused meanwhile. Returns how
-// many this process refused so far.
-uint64_t log_refused_connect(const std::string& where, const std::string& from,
-                             const std::string& why = {});
-uint64_t refused_connects();
+// the next one logged says how many were refused meanwhile.
+void log_refused_connect(const std::string& where, const std::string& from,
+                         const std::string& why = {});
 
 }  // namespace weft
