@@ -84,6 +84,82 @@ TEST_CASE("sizes 0..64MiB arrive intact; receives posted larger report the real 
   REQUIRE_RANKS(r);
 }
 
+// NCCL stops calling test() once its requests are done: a send reported
+// done must be on its way without another call into the plugin. A small
+// message right behind a large one meets a full socket on tcp, where
+// libfabric would copy it into a staging buffer of its own, report it sent,
+// and pass it to the kernel only at the next call (provider_quirks.h).
+TEST_CASE("a message reported sent arrives while the sender calls nothing more", "[xfer]") {
+  const int v = GENERATE(filter(abi_version_selected, values({12})));
+  INFO("ABI v" << v);
+  constexpr int kRounds = 6;
+  constexpr size_t kSmall = 24;
+  const size_t big_size = large_size(v);
+  const auto quiet_sender = [](int round) {
+    return "round " + std::to_string(round) +
+           ": the sender saw both sends done and has called nothing since";
+  };
+
+  auto r = run_two(
+      [&](Rank& rk) {  // receiver
+        auto c = open_plugin(v);
+        void* rc = recv_side_connect(*c, test_device(*c), *rk.peer);
+        Buffer big(big_size);
+        Buffer small(kSmall);
+        {
+          Mr big_mr(*c, rc, big.data(), big.size());
+          Mr small_mr(*c, rc, small.data(), small.size());
+          for (int round = 0; round < kRounds; ++round) {
+            big.poison();
+            small.poison();
+            void* big_req = post_irecv1(*c, rc, big.data(), big_size, 7, big_mr.get());
+            void* small_req = post_irecv1(*c, rc, small.data(), kSmall, 7, small_mr.get());
+            rk.peer->send_u64(static_cast<uint64_t>(round));  // receives posted
+            // Not reading lets the large message fill the socket.
+            std::this_thread::sleep_for(std::chrono::milliseconds(100));
+            const std::string what = quiet_sender(round);
+            int got = wait_ok(*c, big_req, "large receive, " + what);
+            check_received(big, got, big_size, big_size, pattern_seed(2000 + round, 0), what);
+            got = wait_ok(*c, small_req, "small receive right behind it, " + what);
+            check_received(small, got, kSmall, kSmall, pattern_seed(2000 + round, 1), what);
+            rk.peer->send_u64(static_cast<uint64_t>(round));  // both arrived
+          }
+        }
+        FT_OK(c->close_recv(rc));
+        FT_OK(c->finalize());
+      },
+      [&](Rank& rk) {  // sender
+        auto c = open_plugin(v);
+        void* sc = send_side_connect(*c, test_device(*c), *rk.peer);
+        Buffer big(big_size);
+        Buffer small(kSmall);
+        {
+          Mr big_mr(*c, sc, big.data(), big.size());
+          Mr small_mr(*c, sc, small.data(), small.size());
+          for (int round = 0; round < kRounds; ++round) {
+            fill_pattern(big.data(), big_size, pattern_seed(2000 + round, 0));
+            fill_pattern(small.data(), kSmall, pattern_seed(2000 + round, 1));
+            FT_REQUIRE(rk.peer->recv_u64() == static_cast<uint64_t>(round), "out of step");
+            std::vector<Pending> sends(1);
+            sends[0].req = post_isend(*c, sc, big.data(), big_size, 7, big_mr.get());
+            sends[0].what = "large send";
+            Pending small_send;
+            small_send.req = post_isend(*c, sc, small.data(), kSmall, 7, small_mr.get(),
+                                        [&] { progress(*c, sends); });
+            small_send.what = "small send";
+            sends.push_back(small_send);
+            wait_all(*c, sends);
+            // Quiet until the receiver has both: only the provider's own
+            // progress, or none, moves them now.
+            FT_REQUIRE(rk.peer->recv_u64() == static_cast<uint64_t>(round), "out of step");
+          }
+        }
+        FT_OK(c->close_send(sc));
+        FT_OK(c->finalize());
+      });
+  REQUIRE_RANKS(r);
+}
+
 TEST_CASE("32 requests in flight per comm, in posting order", "[inflight]") {
   const int v = GENERATE(filter(abi_version_selected, range(6, 13)));
   INFO("ABI v" << v);

@@ -101,6 +101,7 @@ ncclResult_t OfiTransport::create(const Params& params, std::unique_ptr<Transpor
   if (params.ofi_provider.empty() || is_efa_provider(params.ofi_provider)) {
     ::setenv("FI_EFA_FORK_SAFE", "1", 0);
   }
+  send_nothing_from_staging(params.ofi_provider);
   WireMutation mutation = WireMutation::kNone;
   if (!parse_wire_mutation(params.ofi_test_hostile, &mutation)) {
     WEFT_WARN("WEFT_OFI_TEST_HOSTILE=%s names no field (known: %s)",

@@ -45,6 +45,24 @@ void avoid_segmented_truncation(const std::string& device, const std::string& pr
             device.c_str());
 }
 
+void send_nothing_from_staging(const std::string& provider) {
+  if (core_provider(provider) != "tcp") return;
+  if (const char* set = std::getenv("FI_TCP_STAGING_SBUF_SIZE")) {
+    if (std::strcmp(set, "0") != 0) {
+      WEFT_INFO(NCCL_INIT,
+                "FI_TCP_STAGING_SBUF_SIZE=%s kept: a small send that meets a full socket is "
+                "reported done before it leaves this process, and leaves at a later call into the "
+                "provider (a peer may wait for it)",
+                set);
+    }
+    return;
+  }
+  ::setenv("FI_TCP_STAGING_SBUF_SIZE", "0", 0);
+  WEFT_INFO(NCCL_INIT,
+            "FI_TCP_STAGING_SBUF_SIZE=0: a send is done once the kernel has it, not a staging "
+            "buffer that only a later call would empty");
+}
+
 bool name_endpoint_uniquely(const std::string& device, const std::string& provider, fid_ep* ep) {
   if (provider != "shm") return true;
   // One random part per process: with the pid it cannot repeat a name of a

@@ -35,6 +35,23 @@ bool name_endpoint_uniquely(const std::string& device, const std::string& provid
 void avoid_segmented_truncation(const std::string& device, const std::string& provider,
                                 bool tagged);
 
+// libfabric's tcp provider (1.x's tcpx under rxm, 2.x's xnet) copies a
+// send of up to FI_TCP_STAGING_SBUF_SIZE bytes (9000) that meets a full
+// socket into a buffer of its own and reports it done at once; the bytes
+// reach the kernel only at a later call into the provider. NCCL stops
+// calling test() once its requests are done, so such a message can stay in
+// the sender while its peer waits for it: measured on 1.17 under the rdma
+// protocol, the size notice right behind a 64 MiB write (done, as was the
+// write) stranded in about one run of conformance.tcp-rdma.xfer in 60
+// beside other tests, until the 30 s deadline. Where `provider` (what the
+// job named) is tcp, unless the job set the variable, this sets
+// FI_TCP_STAGING_SBUF_SIZE=0 ("0 disables", tcp's own help): such a send
+// then waits in the provider's queue, not done, so the sender keeps
+// calling until the kernel has it. Staging only coalesced sends that met
+// a full socket. Before libfabric's first fi_getinfo: tcp reads it when
+// it loads.
+void send_nothing_from_staging(const std::string& provider);
+
 // libfabric before 1.19 keeps shm's unexpected messages (ones that arrive
 // before a receive matches them) in limited buffers of its own: measured
 // on 1.17, past a few hundred at once the rest never arrive, even once
