@@ -42,12 +42,6 @@ void raise_fd_limit() {
   ::setrlimit(RLIMIT_NOFILE, &limit);
 }
 
-int newest_selected_version() {
-  for (int v = 12; v >= 6; --v)
-    if (abi_version_selected(v)) return v;
-  return 0;
-}
-
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }

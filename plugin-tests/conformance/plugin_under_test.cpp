@@ -102,4 +102,10 @@ bool abi_version_selected(int v) {
   return listed("WEFT_TEST_VERSIONS", v) && listed("WEFT_TEST_STAGE_VERSIONS", v);
 }
 
+int newest_selected_version() {
+  for (int v = 12; v >= 6; --v)
+    if (abi_version_selected(v)) return v;
+  return 0;
+}
+
 }  // namespace weft::ft

@@ -23,5 +23,8 @@ const std::vector<int>& exported_versions(std::string* error = nullptr);
 // run's limit, e.g. scripts/test.sh's sanitizer stages). Every list a test
 // and a stage use holds 12, so the two always share a version.
 bool abi_version_selected(int v);
+// The newest version abi_version_selected admits, 0 when none: for a check
+// of the transport rather than of the ABI, which runs once per stage.
+int newest_selected_version();
 
 }  // namespace weft::ft

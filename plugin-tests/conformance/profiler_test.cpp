@@ -145,8 +145,7 @@ char g_parents[2 * kMessages + 2];  // parent handles: distinct addresses
 
 TEST_CASE("profiler events start under given parents and stop by the time test() says done",
           "[profiler]") {
-  int v = 12;
-  while (v > 6 && !abi_version_selected(v)) --v;
+  const int v = newest_selected_version();
   if (v < 10) return;  // no callback before net v10
   INFO("ABI v" << v);
   const char* expect = std::getenv("WEFT_TEST_PROFILER_EVENTS");

@@ -141,7 +141,9 @@ void refuse_until_told(NetClient& c, void* lc, Rank& rk, const std::string& phas
 }  // namespace
 
 TEST_CASE("an impostor who knows the wire format and the address never gets a comm", "[impostor]") {
-  const int v = GENERATE(filter(abi_version_selected, values({12})));
+  // The transport's promise, not the ABI's: the newest version selected.
+  const int v = newest_selected_version();
+  REQUIRE(v != 0);
   INFO("ABI v" << v);
   const int attempts = attempts_wanted();
 
@@ -173,10 +175,13 @@ TEST_CASE("an impostor who knows the wire format and the address never gets a co
                        static_cast<long long>(seconds), to_string(before).c_str(),
                        to_string(after).c_str());
         }
-        FT_REQUIRE(fds_besides_unix_sockets(after) == fds_besides_unix_sockets(before),
-                   "refusing " << attempts << " impostor connects changed the open fds: before "
+        // A few may be in flight at either snapshot (a link connection not
+        // yet refused); one kept per attempt would be hundreds.
+        constexpr long kInFlight = 4;
+        FT_REQUIRE(fds_besides_unix_sockets(after) <= fds_besides_unix_sockets(before) + kInFlight,
+                   "refusing " << attempts << " impostor connects left fds open: before "
                                << to_string(before) << ", after " << to_string(after));
-        FT_REQUIRE(after.unix_sockets <= before.unix_sockets,
+        FT_REQUIRE(after.unix_sockets <= before.unix_sockets + kInFlight,
                    "refusing impostor connects left Unix sockets open: before "
                        << to_string(before) << ", after " << to_string(after));
         // Whatever a refusal costs is returned: growth here is the
