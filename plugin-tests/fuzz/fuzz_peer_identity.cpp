@@ -34,10 +34,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
     case 1: {
       if (size < kLinkHelloSize) return 0;
-      uint64_t token = 0;
-      if (!decode_link_hello(data, &token, &error)) return 0;
+      LinkHello hello;
+      if (!decode_link_hello(data, &hello, &error)) return 0;
+      FUZZ_CHECK(hello.token != 0 && hello.proof != 0);
       uint8_t bytes[kLinkHelloSize];
-      encode_link_hello(token, bytes);
+      encode_link_hello(hello, bytes);
       FUZZ_CHECK(std::memcmp(bytes, data, kLinkHelloSize) == 0);
       break;
     }

@@ -76,6 +76,7 @@ void connect_messages() {
   std::memset(request.address, 0xab, 16);
   request.process.token = 0x1122334455667788ull;
   request.process.address = sample_address();
+  request.link_key = 0x2122232425262728ull;
   uint8_t bytes[ofi::kConnectAckSize];
   ofi::encode_connect_request(request, bytes);
   write_seed("fuzz_connect_messages", "request", 0, bytes, ofi::kConnectRequestSize);
@@ -89,6 +90,7 @@ void connect_messages() {
   ack.address_size[1] = 16;
   std::memset(ack.address[1], 0xcd, 16);
   ack.process = request.process;
+  ack.link_key = 0x3132333435363738ull;
   ofi::encode_connect_ack(ack, bytes);
   write_seed("fuzz_connect_messages", "ack", 1, bytes, ofi::kConnectAckSize);
 }
@@ -160,6 +162,7 @@ void verbs_wire() {
   in_addr address{};
   address.s_addr = htonl(0x0a000001);
   info.process.address = SocketAddress::from_ipv4(address, 40000);
+  info.link_key = 0x4142434445464748ull;
   verbs::encode_connection_info(info, bytes);
   write_seed("fuzz_verbs_wire", "receiver", 1, bytes, sizeof(bytes));
   struct {
@@ -189,7 +192,7 @@ void peer_identity() {
   identity.pack(bytes);
   write_seed("fuzz_peer_identity", "identity", 0, bytes, sizeof(bytes));
   uint8_t hello[kLinkHelloSize];
-  encode_link_hello(identity.token, hello);
+  encode_link_hello(LinkHello{identity.token, 0x1112131415161718ull}, hello);
   write_seed("fuzz_peer_identity", "hello", 1, hello, sizeof(hello));
   identity.address.pack(bytes);
   write_seed("fuzz_peer_identity", "socket-address", 2, bytes, SocketAddress::kPackedSize);
@@ -198,7 +201,7 @@ void peer_identity() {
              sizeof(shm));
   LinkFrameHeader header;
   header.kind = 1;
-  header.length = 160;
+  header.length = 168;
   header.to = 7;
   header.from = 9;
   uint8_t frame[kLinkFrameHeaderSize];

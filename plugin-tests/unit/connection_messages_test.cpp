@@ -1,5 +1,7 @@
 #include "ofi/wire/connection_messages.h"
 
+#include <arpa/inet.h>
+
 #include <catch2/catch.hpp>
 #include <cstring>
 #include <random>
@@ -29,7 +31,7 @@ TEST_CASE("connect requests and acknowledgements round-trip and reject garbage",
   bytes[4] = 4;
   CHECK_FALSE(decode_connect_request(bytes, sizeof(bytes), &decoded, &error));
   CHECK(error ==
-        "connect request has wire version 4, this weft speaks 5 (mixed weft versions across "
+        "connect request has wire version 4, this weft speaks 6 (mixed weft versions across "
         "nodes?)");
   bytes[4] = kWireVersion;
   bytes[24 + 3] = 1;
@@ -63,6 +65,42 @@ TEST_CASE("connect requests and acknowledgements round-trip and reject garbage",
   encode_connect_request(request, bytes);
   CHECK_FALSE(decode_connect_request(bytes, sizeof(bytes), &decoded, &error));
   CHECK(error == "connect request offers 9 rails (1..8)");
+}
+
+TEST_CASE("connect messages carry the link key with the liveness identity, and only with it",
+          "[unit][handle]") {
+  ConnectRequest request;
+  request.connector_comm_id = 3;
+  request.address_size = 4;
+  request.process.token = 0x77;
+  in_addr loopback{};
+  loopback.s_addr = htonl(INADDR_LOOPBACK);
+  request.process.address = weft::SocketAddress::from_ipv4(loopback, 4000);
+  request.link_key = 0xabcdef0123456789ull;
+  uint8_t bytes[kConnectRequestSize];
+  encode_connect_request(request, bytes);
+  ConnectRequest decoded;
+  std::string error;
+  REQUIRE(decode_connect_request(bytes, sizeof(bytes), &decoded, &error));
+  CHECK(decoded.link_key == 0xabcdef0123456789ull);
+  CHECK(decoded.process.token == 0x77);
+  request.link_key = 0;
+  encode_connect_request(request, bytes);
+  CHECK_FALSE(decode_connect_request(bytes, sizeof(bytes), &decoded, &error));
+  CHECK(error == "connect request offers a liveness link without a link key");
+
+  ConnectAck ack;
+  ack.recv_comm_id = 5;
+  ack.link_key = 9;  // no identity
+  uint8_t ack_bytes[kConnectAckSize];
+  encode_connect_ack(ack, ack_bytes);
+  ConnectAck decoded_ack;
+  CHECK_FALSE(decode_connect_ack(ack_bytes, sizeof(ack_bytes), &decoded_ack, &error));
+  CHECK(error == "connect acknowledgement carries a link key without a liveness link");
+  ack.process = request.process;
+  encode_connect_ack(ack, ack_bytes);
+  REQUIRE(decode_connect_ack(ack_bytes, sizeof(ack_bytes), &decoded_ack, &error));
+  CHECK(decoded_ack.link_key == 9);
 }
 
 TEST_CASE("multi-rail acknowledgements carry every rail's target and address", "[unit][handle]") {

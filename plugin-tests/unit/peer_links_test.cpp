@@ -6,6 +6,7 @@
 #include "core/peer_links.h"
 
 #include <arpa/inet.h>
+#include <sys/socket.h>
 
 #include <atomic>
 #include <catch2/catch.hpp>
@@ -70,20 +71,28 @@ TEST_CASE("peer identities and link hellos round-trip and refuse garbage", "[uni
   CHECK(decoded.token == 0);
 
   uint8_t hello[kLinkHelloSize];
-  encode_link_hello(42, hello);
-  uint64_t token = 0;
-  REQUIRE(decode_link_hello(hello, &token, &error));
-  CHECK(token == 42);
+  encode_link_hello(LinkHello{42, 0x5eed}, hello);
+  LinkHello read;
+  REQUIRE(decode_link_hello(hello, &read, &error));
+  CHECK(read.token == 42);
+  CHECK(read.proof == 0x5eed);
   hello[0] ^= 1;
-  CHECK_FALSE(decode_link_hello(hello, &token, &error));
+  CHECK_FALSE(decode_link_hello(hello, &read, &error));
   CHECK_THAT(error, Catch::Contains("bad magic"));
-  encode_link_hello(42, hello);
+  encode_link_hello(LinkHello{42, 0x5eed}, hello);
+  hello[4] = 2;  // a weft before link proofs
+  CHECK_FALSE(decode_link_hello(hello, &read, &error));
+  CHECK(error == "link hello of version 2, this weft speaks 3 (mixed weft versions across nodes?)");
+  encode_link_hello(LinkHello{42, 0x5eed}, hello);
   hello[6] = 1;
-  CHECK_FALSE(decode_link_hello(hello, &token, &error));
+  CHECK_FALSE(decode_link_hello(hello, &read, &error));
   CHECK_THAT(error, Catch::Contains("reserved"));
-  encode_link_hello(0, hello);
-  CHECK_FALSE(decode_link_hello(hello, &token, &error));
+  encode_link_hello(LinkHello{0, 0x5eed}, hello);
+  CHECK_FALSE(decode_link_hello(hello, &read, &error));
   CHECK_THAT(error, Catch::Contains("token 0"));
+  encode_link_hello(LinkHello{42, 0}, hello);
+  CHECK_FALSE(decode_link_hello(hello, &read, &error));
+  CHECK_THAT(error, Catch::Contains("proof 0"));
 }
 
 TEST_CASE("a link comes up, is shared both ways, and goes when its process does",
@@ -91,17 +100,17 @@ TEST_CASE("a link comes up, is shared both ways, and goes when its process does"
   auto a = open_links();
   auto b = open_links();
   REQUIRE(a->identity().token != b->identity().token);
-  CHECK(a->link_to(a->identity(), "self") == nullptr);
-  CHECK(a->link_to(PeerIdentity{}, "nobody") == nullptr);
+  CHECK(a->link_to(a->identity(), a->link_key(), "self") == nullptr);
+  CHECK(a->link_to(PeerIdentity{}, 1, "nobody") == nullptr);
 
-  std::shared_ptr<PeerLink> a_to_b = a->link_to(b->identity(), "b");
+  std::shared_ptr<PeerLink> a_to_b = a->link_to(b->identity(), b->link_key(), "b");
   REQUIRE(a_to_b != nullptr);
-  CHECK(a->link_to(b->identity(), "b again") == a_to_b);
+  CHECK(a->link_to(b->identity(), b->link_key(), "b again") == a_to_b);
   std::string reason;
   REQUIRE(wait_for(*a_to_b, *b, Health::kAlive, &reason) == Health::kAlive);
   // b finds the link a opened (its hello named a) instead of opening one.
   b->accept_waiting();
-  std::shared_ptr<PeerLink> b_to_a = b->link_to(a->identity(), "a");
+  std::shared_ptr<PeerLink> b_to_a = b->link_to(a->identity(), a->link_key(), "a");
   REQUIRE(b_to_a != nullptr);
   CHECK(b_to_a->check(&reason) == Health::kAlive);
 
@@ -118,11 +127,13 @@ TEST_CASE("a refused link gives no verdict: a firewall's reset looks the same",
           "[unit][peer_links]") {
   auto a = open_links();
   PeerIdentity dead;
+  uint64_t dead_key = 0;
   {
     auto b = open_links();
     dead = b->identity();
+    dead_key = b->link_key();
   }  // its listener is closed: the connect is refused
-  std::shared_ptr<PeerLink> link = a->link_to(dead, "refused");
+  std::shared_ptr<PeerLink> link = a->link_to(dead, dead_key, "refused");
   REQUIRE(link != nullptr);
   std::string reason;
   // Give the refusal time to arrive: the link stays without a verdict.
@@ -152,11 +163,11 @@ TEST_CASE("stray connections to the listener do not block a genuine link", "[uni
        ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
-  std::shared_ptr<PeerLink> b_to_a = b->link_to(a->identity(), "a");
+  std::shared_ptr<PeerLink> b_to_a = b->link_to(a->identity(), a->link_key(), "a");
   std::string reason;
   REQUIRE(wait_for(*b_to_a, *a, Health::kAlive, &reason) == Health::kAlive);
   a->accept_waiting();
-  std::shared_ptr<PeerLink> a_to_b = a->link_to(b->identity(), "b");
+  std::shared_ptr<PeerLink> a_to_b = a->link_to(b->identity(), b->link_key(), "b");
   CHECK(a_to_b->check(&reason) == Health::kAlive);
   // The garbage connection was dropped: its peer sees the close.
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
@@ -173,7 +184,7 @@ TEST_CASE("a comm fails only once its peer has been gone for a second", "[unit][
   PeerWatch watch;
   // Nothing to watch: never fails.
   CHECK(watch.check_now("dev", "peer") == ncclSuccess);
-  std::shared_ptr<PeerLink> link = a->link_to(b->identity(), "b");
+  std::shared_ptr<PeerLink> link = a->link_to(b->identity(), b->link_key(), "b");
   std::string reason;
   REQUIRE(wait_for(*link, *b, Health::kAlive, &reason) == Health::kAlive);
   watch.watch(a, link);
@@ -254,7 +265,7 @@ TEST_CASE("messages reach their mailboxes both ways, and a closed one answers",
   auto b = open_links();
   const uint32_t a_box = a->open_mailbox();
   const uint32_t b_box = b->open_mailbox();
-  std::shared_ptr<PeerLink> a_to_b = a->link_to(b->identity(), "b");
+  std::shared_ptr<PeerLink> a_to_b = a->link_to(b->identity(), b->link_key(), "b");
   REQUIRE(a_to_b != nullptr);
   std::string why;
   // Queued while the link connects, sent after its hello.
@@ -343,7 +354,7 @@ TEST_CASE("a burst larger than the socket takes arrives whole and in order", "[u
   auto a = open_links();
   auto b = open_links();
   const uint32_t b_box = b->open_mailbox();
-  std::shared_ptr<PeerLink> a_to_b = a->link_to(b->identity(), "b");
+  std::shared_ptr<PeerLink> a_to_b = a->link_to(b->identity(), b->link_key(), "b");
   constexpr int kCount = 20000;  // 3.4 MB: more than a loopback socket buffers
   std::string why;
   for (int i = 0; i < kCount; ++i) {
@@ -371,7 +382,7 @@ TEST_CASE("a link that carries garbage counts as gone, naming why", "[unit][peer
   std::string error;
   REQUIRE(TcpStream::connect(b->identity().address, &rogue, &error));
   uint8_t bytes[kLinkHelloSize + kLinkFrameHeaderSize];
-  encode_link_hello(77, bytes);
+  encode_link_hello(LinkHello{77, b->link_key()}, bytes);
   LinkFrameHeader header;
   header.to = 1;
   encode_link_frame_header(header, bytes + kLinkHelloSize);
@@ -392,7 +403,7 @@ TEST_CASE("a link that carries garbage counts as gone, naming why", "[unit][peer
   Health health = Health::kUnknown;
   while (health != Health::kGone && std::chrono::steady_clock::now() < deadline) {
     b->pump();
-    if (!link) link = b->link_to(rogue_identity, "rogue");
+    if (!link) link = b->link_to(rogue_identity, 1, "rogue");
     health = link->check(&reason);
   }
   REQUIRE(health == Health::kGone);
@@ -405,11 +416,13 @@ TEST_CASE("a link that carries garbage counts as gone, naming why", "[unit][peer
 TEST_CASE("a link that cannot be opened refuses messages, saying why", "[unit][peer_links]") {
   auto a = open_links();
   PeerIdentity dead;
+  uint64_t dead_key = 0;
   {
     auto b = open_links();
     dead = b->identity();
+    dead_key = b->link_key();
   }
-  std::shared_ptr<PeerLink> link = a->link_to(dead, "refused");
+  std::shared_ptr<PeerLink> link = a->link_to(dead, dead_key, "refused");
   std::string why;
   // On loopback the refusal may be known already when link_to returns.
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
@@ -444,7 +457,7 @@ TEST_CASE("threads send, pump and answer on shared links at once", "[unit][peer_
   });
   auto client = [&](int id, int* answered) {
     const uint32_t box = a->open_mailbox();
-    std::shared_ptr<PeerLink> link = a->link_to(b->identity(), "b");
+    std::shared_ptr<PeerLink> link = a->link_to(b->identity(), b->link_key(), "b");
     for (int i = 0; i < kPerThread; ++i) {
       uint8_t payload[8];
       std::memcpy(payload, &id, 4);
@@ -473,4 +486,163 @@ TEST_CASE("threads send, pump and answer on shared links at once", "[unit][peer_
   answerer.join();
   CHECK(answered[0] == kPerThread);
   CHECK(answered[1] == kPerThread);
+}
+
+namespace {
+
+// A raw connection to `links`' listener that sends `bytes`: a hello and a
+// frame, as another program would.
+TcpStream raw_link(PeerLinks& links, std::span<const uint8_t> bytes) {
+  TcpStream stream;
+  std::string error;
+  REQUIRE(TcpStream::connect(links.identity().address, &stream, &error));
+  TcpStream::Progress sent = TcpStream::Progress::Pending;
+  for (int i = 0; i < 1000 && sent == TcpStream::Progress::Pending; ++i) {
+    sent = stream.send_all(bytes, &error);
+    if (sent == TcpStream::Progress::Pending)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  REQUIRE(sent == TcpStream::Progress::Done);
+  return stream;
+}
+
+// A hello with `hello` and one message "forged" to mailbox `to`.
+std::vector<uint8_t> hello_and_message(const LinkHello& hello, uint32_t to) {
+  const std::string payload = "forged";
+  std::vector<uint8_t> bytes(kLinkHelloSize + kLinkFrameHeaderSize + payload.size());
+  encode_link_hello(hello, bytes.data());
+  LinkFrameHeader header;
+  header.kind = 1;
+  header.length = static_cast<uint16_t>(payload.size());
+  header.to = to;
+  header.from = 9;
+  encode_link_frame_header(header, bytes.data() + kLinkHelloSize);
+  std::memcpy(bytes.data() + kLinkHelloSize + kLinkFrameHeaderSize, payload.data(), payload.size());
+  return bytes;
+}
+
+// Pumps `links` until the listener has answered `stream` with a refusal
+// (kLinkRefused, nothing else; `answered` false: nothing at all, for what
+// is not a hello of this version) and closed it.
+bool refused(PeerLinks& links, TcpStream& stream, bool answered = true) {
+  std::vector<uint8_t> got;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (std::chrono::steady_clock::now() < deadline) {
+    links.pump();
+    uint8_t buffer[64];
+    ssize_t n = ::recv(stream.fd(), buffer, sizeof(buffer), MSG_DONTWAIT);
+    if (n > 0) {
+      got.insert(got.end(), buffer, buffer + n);
+      continue;
+    }
+    if (n == 0) break;  // closed
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  if (!answered) return got.empty() && stream.peer_closed();
+  LinkFrameHeader header;
+  std::string error;
+  return got.size() == kLinkFrameHeaderSize &&
+         decode_link_frame_header(got.data(), &header, &error) && header.kind == kLinkRefused &&
+         header.length == 0 && stream.peer_closed();
+}
+
+}  // namespace
+
+TEST_CASE("a hello that proves no secret is dropped: no link, no message delivered",
+          "[unit][peer_links]") {
+  auto a = open_links();  // the genuine peer, whose token is stolen
+  auto b = open_links();  // the victim
+  auto other = open_links();
+  const uint32_t box = b->open_mailbox();
+  const uint64_t stolen = a->identity().token;
+  struct Attempt {
+    const char* what;
+    std::vector<uint8_t> bytes;
+    bool answered = true;
+  };
+  std::vector<Attempt> attempts = {
+      {"a stolen token, a guessed proof", hello_and_message({stolen, 0x1234567890abcdefull}, box)},
+      {"a stolen token, the genuine peer's own key",
+       hello_and_message({stolen, a->link_key()}, box)},
+      {"a guessed token, another process's key", hello_and_message({777, other->link_key()}, box)},
+  };
+  // A weft before link proofs (version 2: 16 bytes, no proof), stolen token.
+  std::vector<uint8_t> old = hello_and_message({stolen, 1}, box);
+  old[4] = 2;
+  attempts.push_back({"a version 2 hello", old, false});
+  for (Attempt& attempt : attempts) {
+    INFO(attempt.what);
+    TcpStream impostor = raw_link(*b, attempt.bytes);
+    CHECK(refused(*b, impostor, attempt.answered));
+    LinkMessage message;
+    CHECK_FALSE(b->take_message(box, &message));
+  }
+  // The genuine peer then links up, and its message is the one delivered.
+  std::shared_ptr<PeerLink> a_to_b = a->link_to(b->identity(), b->link_key(), "b");
+  std::string reason;
+  REQUIRE(wait_for(*a_to_b, *b, Health::kAlive, &reason) == Health::kAlive);
+  std::string why;
+  REQUIRE(a_to_b->send(1, box, 0, bytes_of("genuine"), &why));
+  LinkMessage message;
+  REQUIRE(wait_message(*b, box, &message));
+  CHECK(text_of(message) == "genuine");
+  // The link b files under the stolen token is the genuine one.
+  std::shared_ptr<PeerLink> b_to_a = b->link_to(a->identity(), a->link_key(), "a");
+  CHECK(b_to_a->check(&reason) == Health::kAlive);
+  CHECK(b_to_a == message.link.lock());
+}
+
+TEST_CASE("an admitted listen secret proves a hello until it is revoked", "[unit][peer_links]") {
+  auto b = open_links();
+  const uint32_t box = b->open_mailbox();
+  const uint64_t secret = 0x0ddba11cafef00dull;
+  b->admit(secret);
+  TcpStream first = raw_link(*b, hello_and_message({4242, secret}, box));
+  LinkMessage message;
+  REQUIRE(wait_message(*b, box, &message));
+  CHECK(text_of(message) == "forged");
+  b->revoke(secret);
+  TcpStream second = raw_link(*b, hello_and_message({4343, secret}, box));
+  CHECK(refused(*b, second));
+  CHECK_FALSE(b->take_message(box, &message));
+}
+
+TEST_CASE("silent connections beyond the limit make room: a genuine hello still gets in",
+          "[unit][peer_links]") {
+  auto a = open_links();
+  auto b = open_links();
+  std::vector<TcpStream> silent(100);
+  std::string error;
+  for (TcpStream& stream : silent) {
+    REQUIRE(TcpStream::connect(b->identity().address, &stream, &error));
+    b->accept_waiting();
+  }
+  std::shared_ptr<PeerLink> a_to_b = a->link_to(b->identity(), b->link_key(), "b");
+  std::string reason;
+  REQUIRE(wait_for(*a_to_b, *b, Health::kAlive, &reason) == Health::kAlive);
+  std::shared_ptr<PeerLink> b_to_a = b->link_to(a->identity(), a->link_key(), "a");
+  CHECK(b_to_a->check(&reason) == Health::kAlive);
+}
+
+TEST_CASE("a refused hello is no verdict on the peer, and the right proof opens the link later",
+          "[unit][peer_links]") {
+  auto a = open_links();
+  auto b = open_links();
+  // A stale handle's secret, which b no longer admits.
+  std::shared_ptr<PeerLink> link = a->link_to(b->identity(), 0x57a1e, "b");
+  REQUIRE(link != nullptr);
+  std::string why;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (link->usable(&why) && std::chrono::steady_clock::now() < deadline) {
+    b->pump();
+    a->pump();
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  REQUIRE_FALSE(link->usable(&why));
+  CHECK_THAT(why, Catch::Contains("refused the link's hello") && Catch::Contains("stale handle"));
+  std::string reason;
+  CHECK(link->check(&reason) == Health::kUnknown);  // not gone: comms do not fail for it
+  // A genuine connect later hands a the key: the same link opens.
+  CHECK(a->link_to(b->identity(), b->link_key(), "b") == link);
+  REQUIRE(wait_for(*link, *b, Health::kAlive, &reason) == Health::kAlive);
 }

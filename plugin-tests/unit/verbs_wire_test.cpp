@@ -79,19 +79,24 @@ TEST_CASE("connection info round-trips every field", "[unit][verbs_wire]") {
   CHECK(out.ece_options == 0x80000007);
   CHECK(out.process.token == 0);  // none offered
 
+  CHECK(out.link_key == 0);
+
   ConnectionInfo with_link = in;
   with_link.process.token = 0x1122334455667788;
   with_link.process.address = ten_one_two_three();
+  with_link.link_key = 0x8877665544332211;
   encode_connection_info(with_link, bytes);
   REQUIRE(decode_connection_info(bytes, sizeof(bytes), Role::Sender, &out, &error));
   CHECK(out.process.token == 0x1122334455667788);
   CHECK(out.process.address.text() == "10.1.2.3:4567");
+  CHECK(out.link_key == 0x8877665544332211);
 }
 
 TEST_CASE("connection info: a malformed liveness identity is refused", "[unit][verbs_wire]") {
   ConnectionInfo with_link = sample_info();
   with_link.process.token = 42;
   with_link.process.address = ten_one_two_three();
+  with_link.link_key = 43;
   uint8_t b[kConnectionInfoSize];
   encode_connection_info(with_link, b);
   b[136] = 0xee;  // the address's family
@@ -99,6 +104,14 @@ TEST_CASE("connection info: a malformed liveness identity is refused", "[unit][v
   encode_connection_info(sample_info(), b);
   b[140] = 1;  // an address without a token
   CHECK(decode_error(b) == "liveness address without a token");
+  // A link key comes with a liveness identity, and only with one.
+  with_link.link_key = 0;
+  encode_connection_info(with_link, b);
+  CHECK(decode_error(b) == "a liveness identity without a link key");
+  ConnectionInfo key_alone = sample_info();
+  key_alone.link_key = 5;
+  encode_connection_info(key_alone, b);
+  CHECK(decode_error(b) == "a link key without a liveness identity");
 }
 
 TEST_CASE("connection info: each malformed field is refused by name", "[unit][verbs_wire]") {
@@ -109,14 +122,14 @@ TEST_CASE("connection info: each malformed field is refused by name", "[unit][ve
 
   ConnectionInfo out;
   std::string error;
-  CHECK_FALSE(decode_connection_info(good, 159, Role::Sender, &out, &error));
-  CHECK(error == "connection info of 159 bytes, expected 160");
+  CHECK_FALSE(decode_connection_info(good, 167, Role::Sender, &out, &error));
+  CHECK(error == "connection info of 167 bytes, expected 168");
   reset();
   b[0] ^= 1;
   CHECK(decode_error(b).find("bad magic") != std::string::npos);
   reset();
   b[4] = 9;
-  CHECK(decode_error(b) == "connection info version 9, this weft speaks 3 (mixed weft versions?)");
+  CHECK(decode_error(b) == "connection info version 9, this weft speaks 4 (mixed weft versions?)");
   reset();
   b[5] = 4;
   CHECK(decode_error(b) == "unknown role 4");

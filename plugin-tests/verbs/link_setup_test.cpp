@@ -2,7 +2,8 @@
 // between them (one TCP connection for all their comms), not over a TCP
 // connection per comm to the listener hub: proved by handles whose hub
 // address leads nowhere, which connect anyway. A connect to a listen that
-// closed fails at once, naming why, instead of waiting for its timeout.
+// closed fails at once, naming why (the link's hello, which presents that
+// listen's secret, is refused), instead of waiting for its timeout.
 // The connect flavours (softverbs-nolinks, -links0, -links1) cover the
 // hub path.
 #include <arpa/inet.h>
@@ -170,7 +171,9 @@ void connect_to_closed_side(Rank& r) {
   FT_REQUIRE(result == ncclRemoteError && comm == nullptr,
              "a connect to a closed listen returned " << result << " instead of failing");
   const std::string log = logged_text(NCCL_LOG_WARN);
-  FT_REQUIRE(log.find("has no listener or comm waiting for this connection") != std::string::npos,
+  // Its link's hello presented the closed listen's secret: refused.
+  FT_REQUIRE(log.find("its process refused the link's hello") != std::string::npos &&
+                 log.find("stale handle") != std::string::npos,
              "the warning does not say why the connect failed:\n"
                  << log);
   r.peer->sync("failed");

@@ -29,6 +29,12 @@ constexpr size_t kMaxLinkPayload = 512;
 // The answer to a message whose mailbox is not open (closed, or never
 // was): its payload is the mailbox id, u32.
 constexpr uint8_t kNoMailbox = 0;
+// The only answer to a hello that proved nothing (peer_links.h), to
+// mailbox kAnyMailbox, no payload; the connection closes after it. It says
+// no more than the close would, but tells a peer that presented a stale
+// handle's secret from one whose process died.
+constexpr uint8_t kLinkRefused = 0xff;
+constexpr uint32_t kAnyMailbox = 0xffffffff;
 
 struct LinkFrameHeader {
   uint8_t kind = 0;

@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "core/byte_codec.h"
+#include "core/listen_secret.h"
 #include "core/random.h"
 #include "weft/log.h"
 
@@ -17,10 +18,11 @@ namespace weft {
 namespace {
 
 constexpr uint32_t kHelloMagic = 0x4c544657;  // "WFTL"
-constexpr uint8_t kHelloVersion = 2;
+constexpr uint8_t kHelloVersion = 3;
 // Connections that never send their hello (a port scanner, a process that
 // died while connecting) are dropped after this long, and never more than
-// kMaxArriving wait at once.
+// kMaxArriving wait at once: the oldest makes room for a new one, so a
+// flood of silent connections cannot keep a genuine hello out.
 constexpr auto kHelloTimeout = std::chrono::seconds(10);
 constexpr size_t kMaxArriving = 64;
 constexpr auto kLookInterval = std::chrono::milliseconds(200);
@@ -54,25 +56,37 @@ bool PeerIdentity::unpack(const uint8_t* in, size_t size, PeerIdentity* out, std
   return true;
 }
 
-void encode_link_hello(uint64_t token, uint8_t* out) {
+void encode_link_hello(const LinkHello& hello, uint8_t* out) {
   std::memset(out, 0, kLinkHelloSize);
   put_le32(out, kHelloMagic);
   out[4] = kHelloVersion;
-  put_le64(out + 8, token);
+  put_le64(out + 8, hello.token);
+  put_le64(out + 16, hello.proof);
 }
 
-bool decode_link_hello(const uint8_t* in, uint64_t* token, std::string* error) {
-  if (get_le32(in) != kHelloMagic || in[4] != kHelloVersion) {
-    *error = "not a weft link hello (bad magic or version)";
+bool decode_link_hello(const uint8_t* in, LinkHello* hello, std::string* error) {
+  *hello = LinkHello{};
+  if (get_le32(in) != kHelloMagic) {
+    *error = "not a weft link hello (bad magic)";
+    return false;
+  }
+  if (in[4] != kHelloVersion) {
+    *error = "link hello of version " + std::to_string(in[4]) + ", this weft speaks " +
+             std::to_string(kHelloVersion) + " (mixed weft versions across nodes?)";
     return false;
   }
   if (in[5] != 0 || in[6] != 0 || in[7] != 0) {
     *error = "link hello has non-zero reserved bytes";
     return false;
   }
-  *token = get_le64(in + 8);
-  if (*token == 0) {
+  hello->token = get_le64(in + 8);
+  hello->proof = get_le64(in + 16);
+  if (hello->token == 0) {
     *error = "link hello names token 0";
+    return false;
+  }
+  if (hello->proof == 0) {
+    *error = "link hello proves nothing (proof 0)";
     return false;
   }
   return true;
@@ -132,12 +146,12 @@ void PeerLink::add_locked(std::unique_ptr<Connection> connection) {
   update_busy_locked();
 }
 
-void PeerLink::add_connecting(TcpStream stream, uint64_t own_token) {
+void PeerLink::add_connecting(TcpStream stream, const LinkHello& hello) {
   std::lock_guard<std::mutex> lock(mutex_);
   auto connection = std::make_unique<Connection>();
   connection->stream = std::move(stream);
   connection->state = Connection::State::kConnecting;
-  encode_link_hello(own_token, connection->hello);
+  encode_link_hello(hello, connection->hello);
   add_locked(std::move(connection));
 }
 
@@ -231,6 +245,10 @@ std::string PeerLink::receive(Connection& connection) {
                " (a weft of another version, or not weft)";
       }
       if (in.size() - offset - kLinkFrameHeaderSize < header.length) break;
+      if (header.kind == kLinkRefused) {
+        connection.refused = true;  // the close that follows is not a death
+        return "";
+      }
       const uint8_t* payload = in.data() + offset + kLinkFrameHeaderSize;
       LinkMessage message;
       message.link = weak_from_this();
@@ -293,7 +311,22 @@ std::string PeerLink::step(Connection& connection, bool* dropped) {
     connection.state = Connection::State::kUp;
   }
   if (std::string gone = flush(connection); !gone.empty()) return gone;
-  return receive(connection);
+  std::string gone = receive(connection);
+  if (connection.refused) {
+    // Not a verdict on the peer: its process is alive and said no.
+    unreachable_ = "no link to " + name_ + ": its process refused the link's hello (" + where +
+                   "), which presented a secret it did not hand out or no longer holds: a handle "
+                   "of a listen comm it closed (a stale handle), or one it never made";
+    WEFT_INFO(NCCL_NET, "%s", unreachable_.c_str());
+    *dropped = true;
+    return "";
+  }
+  return gone;
+}
+
+bool PeerLink::reopenable() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return health_ != Health::kGone && connections_.empty();
 }
 
 void PeerLink::service_locked(int fd) {
@@ -400,34 +433,70 @@ std::shared_ptr<PeerLinks> PeerLinks::open(const SocketAddress& local, int timeo
     *error = std::string("epoll_create1: ") + std::strerror(errno);
     return nullptr;
   }
+  // No guessable key: without the kernel's random source, no links.
+  uint64_t link_key = 0;
+  if (!fresh_listen_secret(&link_key)) {
+    *error = "no random bytes from the kernel for the link key";
+    return nullptr;
+  }
   std::unique_ptr<TcpListener> listener = TcpListener::open(local, error);
   if (!listener) return nullptr;
   router->watch(listener->fd(), std::weak_ptr<PeerLink>{});
   return std::shared_ptr<PeerLinks>(
-      new PeerLinks(std::move(listener), timeout_ms, std::move(router)));
+      new PeerLinks(std::move(listener), timeout_ms, std::move(router), link_key));
 }
 
 PeerLinks::PeerLinks(std::unique_ptr<TcpListener> listener, int timeout_ms,
-                     std::shared_ptr<LinkRouter> router)
-    : listener_(std::move(listener)), timeout_ms_(timeout_ms), router_(std::move(router)) {
+                     std::shared_ptr<LinkRouter> router, uint64_t link_key)
+    : listener_(std::move(listener)),
+      timeout_ms_(timeout_ms),
+      link_key_(link_key),
+      router_(std::move(router)) {
   identity_.token = random_nonzero_u64();
   identity_.address = listener_->address();
 }
 
-std::shared_ptr<PeerLink> PeerLinks::link_to(const PeerIdentity& peer, const std::string& name) {
+void PeerLinks::admit(uint64_t secret) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  admitted_.push_back(secret);
+}
+
+void PeerLinks::revoke(uint64_t secret) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto found = std::find(admitted_.begin(), admitted_.end(), secret);
+  if (found != admitted_.end()) admitted_.erase(found);
+}
+
+bool PeerLinks::proves_locked(uint64_t proof) const {
+  bool proven = listen_secret_matches(link_key_, proof);
+  for (uint64_t secret : admitted_) proven = listen_secret_matches(secret, proof) || proven;
+  return proven;
+}
+
+std::shared_ptr<PeerLink> PeerLinks::link_to(const PeerIdentity& peer, uint64_t proof,
+                                             const std::string& name) {
   if (peer.token == 0 || peer.token == identity_.token) return nullptr;
   std::lock_guard<std::mutex> lock(mutex_);
   auto found = links_.find(peer.token);
-  if (found != links_.end()) return found->second;
+  if (found != links_.end() && !found->second->reopenable()) return found->second;
   // The peer may have opened one that waits to be filed.
   accept_locked();
   found = links_.find(peer.token);
-  if (found != links_.end()) return found->second;
-  auto link = std::make_shared<PeerLink>(name, timeout_ms_, router_);
+  if (found != links_.end() && !found->second->reopenable()) return found->second;
+  std::shared_ptr<PeerLink> link = found != links_.end()
+                                       ? found->second
+                                       : std::make_shared<PeerLink>(name, timeout_ms_, router_);
   TcpStream stream;
   std::string problem;
-  if (TcpStream::connect(peer.address, &stream, &problem)) {
-    link->add_connecting(std::move(stream), identity_.token);
+  if (proof == 0) {
+    // Nothing to prove it with (a peer of a weft before link keys): no
+    // link, as where the peer cannot be reached.
+    WEFT_INFO(NCCL_NET,
+              "no liveness link to %s (no link key from it): a dead peer is noticed only "
+              "through its transport's errors",
+              name.c_str());
+  } else if (TcpStream::connect(peer.address, &stream, &problem)) {
+    link->add_connecting(std::move(stream), LinkHello{identity_.token, proof});
     std::string ignored;
     link->check(&ignored);  // the hello goes now where the connect is done
   } else {
@@ -436,7 +505,7 @@ std::shared_ptr<PeerLink> PeerLinks::link_to(const PeerIdentity& peer, const std
               "transport's errors",
               name.c_str(), problem.c_str());
   }
-  links_.emplace(peer.token, link);
+  links_[peer.token] = link;
   return link;
 }
 
@@ -454,7 +523,7 @@ void PeerLinks::accept_locked() {
       break;
     }
     if (!stream.valid()) break;
-    if (arriving_.size() >= kMaxArriving) continue;  // dropped: closes at once
+    if (arriving_.size() >= kMaxArriving) arriving_.erase(arriving_.begin());  // the oldest
     Arriving arriving;
     arriving.stream = std::move(stream);
     arriving.since = std::chrono::steady_clock::now();
@@ -465,24 +534,39 @@ void PeerLinks::accept_locked() {
     Arriving& arriving = arriving_[i];
     TcpStream::Progress progress =
         arriving.stream.receive_all(std::span<uint8_t>(arriving.hello), &problem);
-    uint64_t token = 0;
+    LinkHello hello;
     bool drop = progress == TcpStream::Progress::Failed ||
                 (progress == TcpStream::Progress::Pending && now - arriving.since > kHelloTimeout);
     if (progress == TcpStream::Progress::Done) {
-      if (decode_link_hello(arriving.hello, &token, &problem)) {
+      const bool decoded = decode_link_hello(arriving.hello, &hello, &problem);
+      if (decoded && !proves_locked(hello.proof)) {
+        // Told no (nothing it did not know: it reached a weft process's
+        // link port), then closed: no link is filed, nothing it sends is
+        // read.
+        uint8_t refusal[kLinkFrameHeaderSize];
+        LinkFrameHeader header;
+        header.kind = kLinkRefused;
+        header.to = kAnyMailbox;
+        encode_link_frame_header(header, refusal);
+        (void)::send(arriving.stream.fd(), refusal, sizeof(refusal), MSG_DONTWAIT | MSG_NOSIGNAL);
+        log_refused_connect("liveness listener " + identity_.address.text(),
+                            arriving.stream.peer().text(),
+                            "its link hello proved no secret this process handed out: a stale "
+                            "handle, or someone who was never handed one");
+      } else if (decoded) {
         std::string keepalive;
         if (!arriving.stream.keep_alive(timeout_ms_, &keepalive)) {
           WEFT_INFO(NCCL_NET, "liveness link from %s: %s", arriving.stream.peer().text().c_str(),
                     keepalive.c_str());
         }
-        std::shared_ptr<PeerLink>& link = links_[token];
+        std::shared_ptr<PeerLink>& link = links_[hello.token];
         if (!link) {
           link = std::make_shared<PeerLink>(arriving.stream.peer().text(), timeout_ms_, router_);
         }
         link->add_accepted(std::move(arriving.stream));
       } else {
-        WEFT_INFO(NCCL_NET, "liveness listener: dropped a connection from %s: %s",
-                  arriving.stream.peer().text().c_str(), problem.c_str());
+        log_refused_connect("liveness listener " + identity_.address.text(),
+                            arriving.stream.peer().text(), "its link hello: " + problem);
       }
       drop = true;
     }

@@ -12,9 +12,20 @@
 // interface) and names itself by a random token. Connect requests and
 // their acknowledgements carry the token and that address (PeerIdentity);
 // each side asks for a link to the other (link_to): the first to ask
-// opens it and sends a 16-byte hello with its own token, the other files
-// the accepted connection under that token and uses it too. Links are
-// shared by every comm between the two processes, in both directions.
+// opens it and sends a hello with its own token, the other files the
+// accepted connection under that token and uses it too. Links are shared
+// by every comm between the two processes, in both directions.
+//
+// Tokens are public (they travel in connect requests and verbs handles),
+// so a hello also proves that its sender was let in (docs/security.md):
+// it carries either the accepting process's link key, a secret that
+// process sends only to peers that connected with one of its listen
+// handles' secrets (in a connect acknowledgement) or to listeners it
+// connects to (in a connect request), or the secret of one of its listen
+// comms still open (admit(): the verbs transport sets up comms over the
+// link before any acknowledgement). A hello that proves neither is
+// dropped unanswered, as a connect with a wrong listen secret: no link is
+// filed, no message it carries reaches a mailbox.
 //
 // A link also carries messages between mailboxes (link_messages.h): the
 // verbs transport sets up its comms over it instead of a TCP connection
@@ -54,11 +65,16 @@ struct PeerIdentity {
 };
 
 // The hello a connecting process sends on a new link: 0 magic u32 "WFTL",
-// 4 version u8 (2: messages may follow; 1 carried none), 5 zero u8[3],
-// 8 token u64; little-endian.
-constexpr size_t kLinkHelloSize = 16;
-void encode_link_hello(uint64_t token, uint8_t* out);
-bool decode_link_hello(const uint8_t* in, uint64_t* token, std::string* error);
+// 4 version u8 (3: with a proof; 2 had none, 1 carried no messages),
+// 5 zero u8[3], 8 token u64, 16 proof u64 (the accepting process's link
+// key or one of its open listen secrets); little-endian.
+constexpr size_t kLinkHelloSize = 24;
+struct LinkHello {
+  uint64_t token = 0;
+  uint64_t proof = 0;
+};
+void encode_link_hello(const LinkHello& hello, uint8_t* out);
+bool decode_link_hello(const uint8_t* in, LinkHello* hello, std::string* error);
 
 class LinkRouter;
 
@@ -78,7 +94,7 @@ class PeerLink : public std::enable_shared_from_this<PeerLink> {
   PeerLink& operator=(const PeerLink&) = delete;
 
   // An outbound link still connecting sends `hello` once connected.
-  void add_connecting(TcpStream stream, uint64_t own_token);
+  void add_connecting(TcpStream stream, const LinkHello& hello);
   void add_accepted(TcpStream stream);
   // One non-blocking look at each connection (any thread; a caller that
   // finds another thread looking gets kUnknown); messages that arrived go
@@ -110,6 +126,7 @@ class PeerLink : public std::enable_shared_from_this<PeerLink> {
     std::vector<uint8_t> in;   // the first bytes of a message, until all arrived
     std::vector<uint8_t> out;  // messages the socket has not taken yet
     size_t out_sent = 0;
+    bool refused = false;  // the peer answered its hello with kLinkRefused
   };
   // Drives a connection one step; "" while it is fine, else why the peer
   // is gone. *dropped when this side could not reach the peer at all.
@@ -133,6 +150,9 @@ class PeerLink : public std::enable_shared_from_this<PeerLink> {
   void drop_locked(size_t index);
   bool usable_locked(std::string* why) const;
   void update_busy_locked();
+  // Not gone, and no connection (none could be opened, or the peer refused
+  // its hello): link_to opens another.
+  bool reopenable();
 
   std::string name_;
   int timeout_ms_;
@@ -155,9 +175,20 @@ class PeerLinks {
                                          std::string* error);
 
   const PeerIdentity& identity() const { return identity_; }
+  // What proves a hello to this process (never 0): sent only in connect
+  // messages to peers that were let in, never in a handle.
+  uint64_t link_key() const { return link_key_; }
   // The link to `peer`'s process: the one it opened to us, else a new one
-  // (non-blocking); null when `peer` offers none or is this process.
-  std::shared_ptr<PeerLink> link_to(const PeerIdentity& peer, const std::string& name);
+  // (non-blocking) whose hello presents `proof` (the peer's link key, or
+  // the secret of the peer's listen comm being connected to); null when
+  // `peer` offers none or is this process. A link left without a
+  // connection (refused, or the peer unreachable) tries again here.
+  std::shared_ptr<PeerLink> link_to(const PeerIdentity& peer, uint64_t proof,
+                                    const std::string& name);
+  // A listen comm's secret proves hellos while it is admitted (from its
+  // listen until its close); admitted twice, revoked twice.
+  void admit(uint64_t secret);
+  void revoke(uint64_t secret);
   // Files the links other processes opened (their hellos); cheap, any thread.
   void accept_waiting();
 
@@ -176,8 +207,11 @@ class PeerLinks {
 
  private:
   PeerLinks(std::unique_ptr<TcpListener> listener, int timeout_ms,
-            std::shared_ptr<LinkRouter> router);
+            std::shared_ptr<LinkRouter> router, uint64_t link_key);
   void accept_locked();
+  // Whether `proof` is the link key or an admitted secret, in a time that
+  // does not depend on which (mutex_ held).
+  bool proves_locked(uint64_t proof) const;
 
   struct Arriving {
     TcpStream stream;
@@ -188,8 +222,10 @@ class PeerLinks {
   std::unique_ptr<TcpListener> listener_;
   int timeout_ms_;
   PeerIdentity identity_;
+  uint64_t link_key_;
   std::shared_ptr<LinkRouter> router_;
   std::mutex mutex_;
+  std::vector<uint64_t> admitted_;  // open listen comms' secrets
   std::unordered_map<uint64_t, std::shared_ptr<PeerLink>> links_;
   std::vector<Arriving> arriving_;     // accepted, hello not read yet
   std::atomic<int64_t> next_pump_{0};  // steady_clock ticks

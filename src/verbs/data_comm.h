@@ -87,14 +87,17 @@ class VerbsDataComm : public Interface, public RequestOwner {
   PeerIdentity own_identity() const {
     return setup_.links ? setup_.links->identity() : PeerIdentity{};
   }
+  // What proves a link hello to this process, for the connection info.
+  uint64_t own_link_key() const { return setup_.links ? setup_.links->link_key() : 0; }
   // Once connected: with a link to the peer's process to watch, the side
-  // channel closes (no fd per comm); else it stays open to be watched.
-  void watch_peer(const PeerIdentity& peer) {
+  // channel closes (no fd per comm); else it stays open to be watched. A
+  // link this side opens presents the peer's `link_key`.
+  void watch_peer(const PeerIdentity& peer, uint64_t link_key) {
     carrier_.reset();  // its mailbox closes; the stream is decided below
     if (watching_) return;
     std::shared_ptr<PeerLink> link = setup_.link;
     if (!link && setup_.links && peer.token != 0)
-      link = setup_.links->link_to(peer, setup_.peer_name);
+      link = setup_.links->link_to(peer, link_key, setup_.peer_name);
     if (link) {
       watch_.watch(setup_.links, std::move(link));
       watching_ = true;

@@ -15,10 +15,13 @@ VerbsListenComm::VerbsListenComm(std::shared_ptr<OpenPort> port, std::shared_ptr
       options_(options),
       connect_timeout_(connect_timeout_ms) {
   hub_->add(listen_id_);
+  // A connector opens its link to this process presenting the secret.
+  if (options_.links) options_.links->admit(secret_);
 }
 
 VerbsListenComm::~VerbsListenComm() {
   hub_->remove(listen_id_);
+  if (options_.links) options_.links->revoke(secret_);
   // Connectors whose info waits there unread hear that it closed.
   if (mailbox_ != 0) options_.links->close_mailbox(mailbox_);
 }

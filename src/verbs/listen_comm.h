@@ -20,6 +20,7 @@ namespace weft::verbs {
 class VerbsListenComm final : public ListenComm {
  public:
   // `mailbox`: open in options.links (closed with this comm), 0 for none.
+  // While open, `secret` proves a link hello to options.links.
   VerbsListenComm(std::shared_ptr<OpenPort> port, std::shared_ptr<ListenerHub> hub,
                   uint32_t listen_id, uint64_t secret, uint32_t mailbox, const RecvOptions& options,
                   int connect_timeout_ms);

@@ -89,13 +89,14 @@ bool VerbsRecvComm::connect(const ConnectionInfo& remote, ConnectionInfo* local,
   local->fifo_rkey = control_region_->rkey;
   local->split_data = split_data_;
   local->process = own_identity();
+  local->link_key = own_link_key();
   return true;
 }
 
 SetupProgress VerbsRecvComm::advance_setup(std::string* error) {
   if (set_up()) return SetupProgress::Done;
   SetupProgress progress = exchange_.advance(carrier(), error);
-  if (progress == SetupProgress::Done) watch_peer(remote_.process);
+  if (progress == SetupProgress::Done) watch_peer(remote_.process, remote_.link_key);
   return progress;
 }
 

@@ -90,13 +90,14 @@ ConnectionInfo VerbsSendComm::local_info() const {
   info.ece =
       options_.qp_settings.ece && self.qps().query_ece(&info.ece_vendor_id, &info.ece_options);
   info.process = own_identity();
+  info.link_key = own_link_key();
   return info;
 }
 
 SetupProgress VerbsSendComm::advance_setup(std::string* error) {
   if (set_up()) return SetupProgress::Done;
   SetupProgress progress = exchange_.advance(carrier(), error);
-  if (progress == SetupProgress::Done) watch_peer(remote_.process);
+  if (progress == SetupProgress::Done) watch_peer(remote_.process, remote_.link_key);
   return progress;
 }
 

@@ -265,7 +265,9 @@ ncclResult_t VerbsTransport::connect(int dev, const CommConfig& config, void* ha
     // connection for all the comms between two processes); else a TCP
     // connection to its hub for this comm alone.
     if (setup.links && listener.mailbox != 0) {
-      std::shared_ptr<PeerLink> link = setup.links->link_to(listener.process, peer.text());
+      // Its hello presents the listen secret: the listener admits it.
+      std::shared_ptr<PeerLink> link =
+          setup.links->link_to(listener.process, decoded.secret, peer.text());
       std::string why;
       if (link && link->usable(&why)) {
         setup.link = std::move(link);

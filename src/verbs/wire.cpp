@@ -9,8 +9,8 @@ namespace {
 
 constexpr uint32_t kInfoMagic = 0x31435657;  // "WVC1"
 // 2: the liveness identity at 128 (160 bytes in all). 3: the listen
-// secret at 120.
-constexpr uint8_t kInfoVersion = 3;
+// secret at 120. 4: the link key at 160 (168 bytes).
+constexpr uint8_t kInfoVersion = 4;
 constexpr uint8_t kFlagSplit = 1;
 constexpr uint8_t kFlagAdaptiveRouting = 2;
 constexpr uint8_t kFlagEce = 4;
@@ -20,7 +20,10 @@ constexpr uint8_t kFlagEce = 4;
 // 32 FIFO address u64, 40 FIFO rkey u32, 44 zero u32, 48 QPN u32 x 16,
 // 112 ECE vendor id u32, 116 ECE options u32 (both 0 without the ECE flag),
 // 120 the listen handle's secret u64 (a sender's; 0 from a receiver),
-// 128 liveness identity (PeerIdentity, 32). Little-endian.
+// 128 liveness identity (PeerIdentity, 32), 160 the process's link key u64
+// (0 exactly when the identity's token is; core/peer_links.h: a sender's
+// goes only to the listener its handle names, a receiver's only to a
+// sender that presented the secret). Little-endian.
 
 bool fail(std::string* error, const std::string& text) {
   *error = text;
@@ -101,6 +104,7 @@ void encode_connection_info(const ConnectionInfo& info, uint8_t out[kConnectionI
   }
   put_le64(out + 120, info.secret);
   info.process.pack(out + 128);
+  put_le64(out + 160, info.link_key);
 }
 
 bool decode_connection_info(const uint8_t* in, size_t size, Role expected, ConnectionInfo* info,
@@ -178,6 +182,11 @@ bool decode_connection_info(const uint8_t* in, size_t size, Role expected, Conne
   }
   if (decoded.process.token == 0 && !all_zero(in + 136, PeerIdentity::kPackedSize - 8)) {
     return fail(error, "liveness address without a token");
+  }
+  decoded.link_key = get_le64(in + 160);
+  if ((decoded.process.token == 0) != (decoded.link_key == 0)) {
+    return fail(error, decoded.link_key == 0 ? "a liveness identity without a link key"
+                                             : "a link key without a liveness identity");
   }
   if (decoded.ece) {
     decoded.ece_vendor_id = get_le32(in + 112);

@@ -59,6 +59,8 @@ struct ConnectionInfo {
   // one, both sides watch the shared link to the peer process and close the
   // side channel once connected: no fd per comm.
   PeerIdentity process;
+  // What proves a link hello to this process (0 exactly when the token is).
+  uint64_t link_key = 0;
 };
 
 // The listen handle's payload: the listener hub's address (a packed socket
@@ -76,7 +78,7 @@ void encode_listen_payload(const SocketAddress& hub, const PeerIdentity& process
                            ListenHandle* handle);
 bool decode_listen_payload(const ListenHandle& handle, ListenPayload* out, std::string* error);
 
-constexpr size_t kConnectionInfoSize = 160;
+constexpr size_t kConnectionInfoSize = 168;
 void encode_connection_info(const ConnectionInfo& info, uint8_t out[kConnectionInfoSize]);
 // False, with the field and value named in *error, for anything malformed,
 // or a message from the wrong role.

@@ -147,9 +147,14 @@ class OfiDataComm : public Interface {
   }
   // The comm's data path checks its peer through this (path_peer.h).
   PeerWatch* watch() { return &watch_; }
-  // The link to the peer's process (either side may have opened it).
-  void watch_peer(const PeerIdentity& peer) {
-    if (setup_.links) watch_.watch(setup_.links, setup_.links->link_to(peer, setup_.peer_name));
+  // What proves a link hello to this process, for the connection messages
+  // (0: no links).
+  uint64_t own_link_key() const { return setup_.links ? setup_.links->link_key() : 0; }
+  // The link to the peer's process (either side may have opened it; a
+  // hello from this side presents the peer's `link_key`).
+  void watch_peer(const PeerIdentity& peer, uint64_t link_key) {
+    if (setup_.links)
+      watch_.watch(setup_.links, setup_.links->link_to(peer, link_key, setup_.peer_name));
   }
 
   Endpoint& endpoint() { return *setup_.endpoint; }

@@ -124,8 +124,9 @@ ncclResult_t OfiListenComm::accept(RecvComm** recv_comm) {
       post_request_receive();
       return result;
     }
-    accepting_ = std::make_unique<OfiRecvComm>(std::move(setup), endpoint_->next_id(),
-                                               request.connector_comm_id, request.process);
+    accepting_ =
+        std::make_unique<OfiRecvComm>(std::move(setup), endpoint_->next_id(),
+                                      request.connector_comm_id, request.process, request.link_key);
     result = post_request_receive();
     if (result != ncclSuccess) return result;
   }

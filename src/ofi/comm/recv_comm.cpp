@@ -12,11 +12,11 @@
 namespace weft::ofi {
 
 OfiRecvComm::OfiRecvComm(CommSetup setup, uint32_t local_id, uint32_t connector_id,
-                         const PeerIdentity& connector)
+                         const PeerIdentity& connector, uint64_t connector_link_key)
     : OfiDataComm<RecvComm>(std::move(setup)), local_id_(local_id), connector_id_(connector_id) {
   ack_op_.target = this;
   ack_op_.slot = 0;
-  watch_peer(connector);
+  watch_peer(connector, connector_link_key);
 }
 
 ncclResult_t OfiRecvComm::post_ack(bool* posted) {
@@ -29,6 +29,7 @@ ncclResult_t OfiRecvComm::post_ack(bool* posted) {
     ConnectAck ack;
     ack.recv_comm_id = local_id_;
     ack.process = own_identity();
+    ack.link_key = own_link_key();
     if (!path_.chosen()) {
       PathPeer path_peer{peer(), peer_name(), connector_id_, local_id_, watch()};
       if (endpoint().rdma()) {

@@ -18,9 +18,10 @@ namespace weft::ofi {
 
 class OfiRecvComm final : public OfiDataComm<RecvComm>, public CompletionTarget {
  public:
-  // `connector`: the connecting process, whose liveness link the comm watches.
+  // `connector`: the connecting process, whose liveness link the comm
+  // watches (a hello this side sends presents `connector_link_key`).
   OfiRecvComm(CommSetup setup, uint32_t local_id, uint32_t connector_id,
-              const PeerIdentity& connector);
+              const PeerIdentity& connector, uint64_t connector_link_key);
 
   // Posts the acknowledgement; *posted once the provider took it.
   ncclResult_t post_ack(bool* posted);

@@ -49,6 +49,7 @@ ncclResult_t OfiSendComm::step_connect(bool* connected) {
     request.address_size = static_cast<uint8_t>(endpoint().local_address_size());
     std::memcpy(request.address, endpoint().local_address(), request.address_size);
     request.process = own_identity();
+    request.link_key = own_link_key();
     encode_connect_request(request, control_.connect);
     registered_ = true;
   }
@@ -118,7 +119,7 @@ ncclResult_t OfiSendComm::step_connect(bool* connected) {
     set_rail_peer(r, address);
   }
   remote_id_ = ack.recv_comm_id;
-  watch_peer(ack.process);
+  watch_peer(ack.process, ack.link_key);
   PathPeer path_peer{peer(), peer_name(), remote_id_, local_id_, watch()};
   if (own == Protocol::Rdma) {
     size_t eager = std::min<size_t>(endpoint().eager_size(), ack.eager_size);

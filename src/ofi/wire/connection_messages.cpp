@@ -14,6 +14,15 @@ bool decode_protocol(uint8_t value, Protocol* protocol) {
   return true;
 }
 
+// A liveness identity comes with its link key, and only with it.
+bool key_matches_identity(const char* what, const PeerIdentity& process, uint64_t link_key,
+                          std::string* error) {
+  if ((process.token == 0) == (link_key == 0)) return true;
+  *error = std::string(what) + (link_key == 0 ? " offers a liveness link without a link key"
+                                              : " carries a link key without a liveness link");
+  return false;
+}
+
 std::string version_mismatch(const char* what, uint8_t version) {
   return std::string(what) + " has wire version " + std::to_string(version) +
          ", this weft speaks " + std::to_string(kWireVersion) +
@@ -37,6 +46,7 @@ void encode_connect_request(const ConnectRequest& request, uint8_t* out) {
   put_le64(out + 16, request.secret);
   std::memcpy(out + kConnectRequestAddressOffset, request.address, request.address_size);
   request.process.pack(out + kConnectRequestAddressOffset + kMaxAddressSize);
+  put_le64(out + kConnectRequestKeyOffset, request.link_key);
 }
 
 bool decode_connect_request(const uint8_t* bytes, size_t size, ConnectRequest* request,
@@ -93,6 +103,9 @@ bool decode_connect_request(const uint8_t* bytes, size_t size, ConnectRequest* r
     *error = "connect request: " + *error;
     return false;
   }
+  decoded.link_key = get_le64(bytes + kConnectRequestKeyOffset);
+  if (!key_matches_identity("connect request", decoded.process, decoded.link_key, error))
+    return false;
   *request = decoded;
   return true;
 }
@@ -114,6 +127,7 @@ void encode_connect_ack(const ConnectAck& ack, uint8_t* out) {
     std::memcpy(rail + 8, ack.address[r], ack.address_size[r]);
   }
   ack.process.pack(out + kAckIdentityOffset);
+  put_le64(out + kAckKeyOffset, ack.link_key);
 }
 
 bool decode_connect_ack(const uint8_t* bytes, size_t size, ConnectAck* ack, std::string* error) {
@@ -194,6 +208,9 @@ bool decode_connect_ack(const uint8_t* bytes, size_t size, ConnectAck* ack, std:
     *error = "connect acknowledgement: " + *error;
     return false;
   }
+  decoded.link_key = get_le64(bytes + kAckKeyOffset);
+  if (!key_matches_identity("connect acknowledgement", decoded.process, decoded.link_key, error))
+    return false;
   *ack = decoded;
   return true;
 }
