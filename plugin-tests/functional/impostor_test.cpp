@@ -240,8 +240,21 @@ TEST_CASE("an impostor who knows the wire format and the address never gets a co
         impersonate(*c, dev, forged, attempts);
         rk.peer->send_u64(kAttemptsDone);
         FT_REQUIRE(rk.peer->recv_u64() == kConnectNow, "out of step");
+        // The genuine peer is another process in a job: a context of its
+        // own, none of the impostor's connects pending in it.
+        FT_OK(c->close_listen(own_lc));
+        FT_OK(c->finalize());
+        FT_OK(c->init(capture_log));
 
-        void* sc = connect_until_ready(*c, dev, genuine);
+        logged_lines().clear();
+        void* sc = nullptr;
+        while (sc == nullptr) {
+          const ncclResult_t res = c->connect(dev, genuine.bytes, &sc);
+          FT_REQUIRE(res == ncclSuccess, "the genuine connect after the impostor's returned "
+                                             << result_name(res) << "; warnings:\n"
+                                             << logged_text(NCCL_LOG_WARN));
+          FT_DEADLINE("the genuine connect after the impostor's");
+        }
         Buffer buf(kMessage);
         {
           Mr mr(*c, sc, buf.data(), buf.size());
@@ -251,7 +264,6 @@ TEST_CASE("an impostor who knows the wire format and the address never gets a co
           rk.peer->sync("received");
         }
         FT_OK(c->close_send(sc));
-        FT_OK(c->close_listen(own_lc));
         FT_OK(c->finalize());
       });
   REQUIRE_RANKS(r);
