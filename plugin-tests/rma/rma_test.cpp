@@ -718,4 +718,56 @@ TEST_CASE("a dead rank fails the next collective step within the timeout", "[rma
       120, environment));
 }
 
+
+TEST_CASE("an impostor who poses as a rank, with a handle of its own, is never let in",
+          "[rma][impostor]") {
+  // Ranks 0 and 1 form a comm of two. Rank 2, the impostor, knows rank 1's
+  // handle and weft's setup protocol: it connects first as "rank 0" with a
+  // comm of its own handle and rank 1's. Its setup messages carry its own
+  // secret, not rank 0's, so rank 1 drops them: the genuine comm connects
+  // and registers as if it were not there, and the impostor's connect ends
+  // at its timeout with an error.
+  std::vector<std::vector<std::string>> environment(3, {"WEFT_CONNECT_TIMEOUT_MS=20000"});
+  environment[2] = {"WEFT_CONNECT_TIMEOUT_MS=3000"};
+  require_passed(run_team(
+      3,
+      [](Team& team) -> std::string {
+        RmaClient table;
+        std::string error;
+        if (!table.load(ft::plugin_path(), table_under_test(), &error)) return error;
+        void* context = nullptr;
+        RT_CALL("init", table.init(&context, log_sink));
+        void* listen = nullptr;
+        RT_CALL("listen", table.listen(context, 0, team.handle(team.rank()), &listen));
+        if (!team.barrier()) return "barrier timed out";
+        std::string failure;
+        if (team.rank() == 2) {
+          std::vector<void*> handles = {team.handle(2), team.handle(1)};
+          void* comm = nullptr;
+          ncclResult_t r = table.connect(context, handles.data(), 2, 0, listen, &comm);
+          if (r == ncclSuccess || comm != nullptr) {
+            failure = "the impostor's connect as rank 0 succeeded: rank 1 let it in";
+          }
+        } else {
+          // After the impostor's first setup messages are on their way.
+          std::this_thread::sleep_for(std::chrono::milliseconds(500));
+          std::vector<void*> handles = {team.handle(0), team.handle(1)};
+          void* comm = nullptr;
+          RT_CALL("connect", table.connect(context, handles.data(), 2, team.rank(), listen, &comm));
+          // A collective step over the same setup messages.
+          std::vector<uint8_t> region(1 << 16);
+          void* mhandle = nullptr;
+          RT_CALL("regMrSym",
+                  table.reg(comm, region.data(), region.size(), NCCL_PTR_HOST, 0, &mhandle));
+          RT_CALL("deregMrSym", table.dereg(comm, mhandle));
+          RT_CALL("closeColl", table.close_coll(comm));
+        }
+        if (!team.barrier()) return "barrier timed out";
+        table.close_listen(listen);
+        table.finalize(context);
+        return failure;
+      },
+      300, environment));
+}
+
 }  // namespace weft::rt

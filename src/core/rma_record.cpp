@@ -3,12 +3,13 @@
 #include <cstdio>
 
 #include "core/byte_codec.h"
+#include "core/listen_secret.h"
 
 namespace weft {
 namespace {
 
 constexpr uint32_t kRecordMagic = 0x414d5257;  // "WRMA"
-constexpr uint8_t kRecordVersion = 1;
+constexpr uint8_t kRecordVersion = 2;          // 2: the proof
 constexpr uint32_t kSignalMagic = 0x47495357;  // "WSIG"
 constexpr uint8_t kSignalVersion = 1;
 
@@ -38,6 +39,14 @@ void encode_rma_record(const RmaRecord& record, uint8_t* out) {
   put_le64(out + 24, hello ? 0 : record.address);
   put_le64(out + 32, hello ? 0 : record.key);
   put_le64(out + 40, hello ? 0 : record.size);
+  put_le64(out + 48, record.proof);
+}
+
+bool rma_record_proven(const uint8_t* bytes, size_t size, std::span<const uint64_t> secrets) {
+  if (size != kRmaRecordSize || get_le32(bytes) != kRecordMagic || bytes[5] != kRecordVersion)
+    return false;
+  const uint32_t rank = get_le32(bytes + 8);
+  return rank < secrets.size() && listen_secret_matches(secrets[rank], get_le64(bytes + 48));
 }
 
 bool decode_rma_record(const uint8_t* bytes, size_t size, const RmaRecord& expected, uint32_t self,
@@ -63,6 +72,7 @@ bool decode_rma_record(const uint8_t* bytes, size_t size, const RmaRecord& expec
   out->address = get_le64(bytes + 24);
   out->key = get_le64(bytes + 32);
   out->size = get_le64(bytes + 40);
+  out->proof = get_le64(bytes + 48);
   if (out->kind != RmaRecordKind::Hello && out->kind != RmaRecordKind::Window) {
     return refuse(error, "unknown record kind %llu (hello %llu, window 2)", bytes[4],
                   static_cast<unsigned>(RmaRecordKind::Hello));

@@ -1,22 +1,28 @@
 // What the ranks of a one-sided comm tell each other while setting up: a
 // hello at connect, and for each symmetric registration where their copy
-// of the region is and its key. 48 bytes, little-endian, every byte
+// of the region is and its key. 56 bytes, little-endian, every byte
 // checked by the decoder (a corrupt or foreign record is refused by name):
 //
 //   0 magic u32 "WRMA"  4 kind u8  5 version u8  6 reserved u16 (0)
 //   8 rank u32  12 ranks u32  16 round u32  20 reserved u32 (0)
 //   24 address u64  32 key u64  40 size u64 (hello: all three 0)
+//   48 proof u64: the sender rank's listen secret (version 2)
+//
+// Every rank of the comm was handed every rank's handle, so each knows
+// each one's secret, and nobody else does (docs/security.md): a record
+// whose proof is not the secret of the rank it names is not from the comm.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string>
 
 namespace weft {
 
 enum class RmaRecordKind : uint8_t { Hello = 1, Window = 2 };
 
-constexpr size_t kRmaRecordSize = 48;
+constexpr size_t kRmaRecordSize = 56;
 
 struct RmaRecord {
   RmaRecordKind kind = RmaRecordKind::Hello;
@@ -26,9 +32,16 @@ struct RmaRecord {
   uint64_t address = 0;
   uint64_t key = 0;
   uint64_t size = 0;
+  uint64_t proof = 0;  // the sender's listen secret
 };
 
 void encode_rma_record(const RmaRecord& record, uint8_t* out);
+// Whether `bytes` prove they come from a rank of the comm: the rank they
+// name has, in `secrets` (rank r's listen secret at r, from the handles),
+// the proof they carry, compared in constant time. Looked at before
+// anything else: what fails it is not the comm's (an impostor, a rank of
+// another job) and is dropped, not taken for a rank's error.
+bool rma_record_proven(const uint8_t* bytes, size_t size, std::span<const uint64_t> secrets);
 // Checks the bytes against what this rank expects of them: the same kind,
 // round and rank count, a sender other than itself; explains a refusal.
 bool decode_rma_record(const uint8_t* bytes, size_t size, const RmaRecord& expected, uint32_t self,

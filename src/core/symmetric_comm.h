@@ -12,6 +12,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "core/handle_header.h"
 #include "core/rma_record.h"
 #include "core/rma_region.h"
 #include "weft/one_sided.h"
@@ -69,6 +70,15 @@ class SymmetricComm : public RmaComm {
                                                    ncclResult_t* result) = 0;
   // The next collective step (records of a step carry it).
   uint32_t take_round() { return round_++; }
+  // Every rank's listen secret, by rank, from the handles connect was
+  // given: this rank's records carry its own (RmaRecord::proof), and a
+  // record that does not carry its sender's is not from the comm.
+  void set_rank_secrets(const std::vector<ListenHandle>& handles) {
+    secrets_.clear();
+    for (const ListenHandle& handle : handles) secrets_.push_back(handle.secret);
+  }
+  const std::vector<uint64_t>& rank_secrets() const { return secrets_; }
+  uint64_t own_proof() const { return secrets_.empty() ? 0 : secrets_[static_cast<size_t>(rank_)]; }
 
  private:
   ncclResult_t register_symmetric(void* data, size_t size, int type, int fd, uint64_t offset,
@@ -77,6 +87,7 @@ class SymmetricComm : public RmaComm {
   int rank_;
   int rank_count_;
   uint32_t round_ = 0;
+  std::vector<uint64_t> secrets_;
   std::vector<std::unique_ptr<RmaBlockBase>> blocks_;
   RmaBlockBase* default_block_ = nullptr;
   // Regions not deregistered yet: closing the comm lets go of them.

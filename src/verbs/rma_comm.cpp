@@ -6,6 +6,7 @@
 
 #include "core/handle_header.h"
 #include "core/idle_backoff.h"
+#include "core/listen_secret.h"
 #include "core/rma_connect.h"
 #include "core/rma_record.h"
 #include "verbs/wire.h"
@@ -57,6 +58,7 @@ ncclResult_t VerbsRmaComm::connect(void* const* handles, int nranks, int rank,
   std::unique_ptr<VerbsRmaComm> comm(
       new VerbsRmaComm(listen->port, rank, nranks, timeout_ms, listen->message_signals));
   for (const ListenHandle& handle : decoded) comm->listen_ids_.push_back(handle.listen_id);
+  comm->set_rank_secrets(decoded);
   if (ncclResult_t result = comm->join(addresses, *listen); result != ncclSuccess) return result;
   WEFT_INFO(NCCL_NET, "%s: one-sided comm of %d ranks connected (rank %d, signals by %s)",
             device.c_str(), nranks, rank, comm->message_signals_ ? "message" : "fetch-and-add");
@@ -116,6 +118,7 @@ ncclResult_t VerbsRmaComm::join(const std::vector<SocketAddress>& addresses,
   hello.rank = static_cast<uint32_t>(self);
   hello.ranks = static_cast<uint32_t>(nranks);
   hello.round = round;
+  hello.proof = own_proof();
   uint8_t hello_bytes[kRmaRecordSize];
   encode_rma_record(hello, hello_bytes);
   const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms_);
@@ -152,6 +155,14 @@ ncclResult_t VerbsRmaComm::join(const std::vector<SocketAddress>& addresses,
       }
       RmaRecord record;
       RmaRecord expected = hello;
+      if (progress == TcpStream::Progress::Done &&
+          !rma_record_proven(it->hello, kRmaRecordSize, rank_secrets())) {
+        // Whoever sent it was handed no handle of this comm.
+        log_refused_connect("one-sided connect on " + device, it->stream.peer().text(),
+                            "its hello proved no rank's listen secret");
+        it = newcomers.erase(it);
+        continue;
+      }
       if (progress == TcpStream::Progress::Failed ||
           !decode_rma_record(it->hello, kRmaRecordSize, expected, static_cast<uint32_t>(self),
                              &record, &error) ||
@@ -319,6 +330,7 @@ ncclResult_t VerbsRmaComm::exchange(const RmaRecord& mine, uint32_t round,
   expected.rank = static_cast<uint32_t>(self);
   expected.ranks = static_cast<uint32_t>(nranks);
   expected.round = round;
+  expected.proof = own_proof();
   all->assign(static_cast<size_t>(nranks), expected);
   if (nranks == 1) return ncclSuccess;
   std::vector<std::vector<uint8_t>> out(static_cast<size_t>(nranks));
@@ -334,7 +346,8 @@ ncclResult_t VerbsRmaComm::exchange(const RmaRecord& mine, uint32_t round,
     if (r == self) continue;
     RmaRecord record;
     std::string error;
-    if (!decode_rma_record(in[static_cast<size_t>(r)].data(), kRmaRecordSize, expected,
+    if (!rma_record_proven(in[static_cast<size_t>(r)].data(), kRmaRecordSize, rank_secrets()) ||
+        !decode_rma_record(in[static_cast<size_t>(r)].data(), kRmaRecordSize, expected,
                            static_cast<uint32_t>(self), &record, &error) ||
         record.rank != static_cast<uint32_t>(r)) {
       WEFT_WARN("one-sided %s on %s: rank %d's setup message is refused: %s", what,

@@ -8,6 +8,7 @@
 
 #include "core/handle_header.h"
 #include "core/idle_backoff.h"
+#include "core/listen_secret.h"
 #include "core/rma_connect.h"
 #include "ofi/endpoint/memory_region.h"
 #include "ofi/endpoint/tag_layout.h"
@@ -36,6 +37,8 @@ class ExchangeRound final : public CompletionTarget {
   }
   static constexpr int kPending = 1;
   OpContext* op(int i) { return &ops_[i]; }
+  // Before operation i is posted again.
+  void rearm(int i) { state_[i].store(kPending, std::memory_order_release); }
   // kPending, 0 when done, or a positive error.
   int state(int i) const { return state_[i].load(std::memory_order_acquire); }
   void on_complete(uint32_t slot, size_t, const uint64_t*) override {
@@ -79,6 +82,7 @@ ncclResult_t OfiRmaComm::connect(void* const* handles, int nranks, int rank,
   std::unique_ptr<OfiRmaComm> comm(
       new OfiRmaComm(listen->endpoint, listen->id, rank, nranks, timeout_ms));
   comm->peers_.resize(static_cast<size_t>(nranks));
+  comm->set_rank_secrets(decoded_handles);
   // Only once every handle passed: a bad one is the caller's error, not the
   // network's.
   for (int r = 0; r < nranks; ++r) {
@@ -150,6 +154,7 @@ ncclResult_t OfiRmaComm::exchange(const RmaRecord& mine, uint32_t round,
   expected.rank = static_cast<uint32_t>(rank_);
   expected.ranks = static_cast<uint32_t>(nranks);
   expected.round = round;
+  expected.proof = own_proof();
   uint8_t* own = records_.data() + kRmaRecordSize * static_cast<size_t>(rank_);
   encode_rma_record(expected, own);
   void* descriptor = descriptor_of(records_region_);
@@ -211,17 +216,35 @@ ncclResult_t OfiRmaComm::exchange(const RmaRecord& mine, uint32_t round,
       if (seen[static_cast<size_t>(i)]) continue;
       int state = ops->state(i);
       if (state == ExchangeRound::kPending) continue;
-      seen[static_cast<size_t>(i)] = true;
-      ++received;
       if (state != 0) {
         WEFT_WARN("one-sided %s on %s: receiving a setup message failed: %s", what,
                   device_name().c_str(), fi_strerror(state));
         result = ncclRemoteError;
         break;
       }
+      uint8_t* bytes = records_.data() + kRmaRecordSize * static_cast<size_t>(slot_of(i));
+      if (!rma_record_proven(bytes, kRmaRecordSize, rank_secrets())) {
+        // Not from a rank of this comm (whoever sent it was handed no
+        // handle of it): dropped, and the receive posted again.
+        log_refused_connect("one-sided comm " + std::to_string(id_) + " on " + device_name(),
+                            "a sender on the fabric",
+                            "its setup message proved no rank's listen secret");
+        ops->rearm(i);
+        ssize_t again = post([&] {
+          return endpoint_->receive(bytes, kRmaRecordSize, descriptor, rma_setup_tag(id_, round),
+                                    ops->op(i));
+        });
+        if (again != 0) {
+          WEFT_WARN("one-sided %s on %s: posting a setup receive again failed: %s", what,
+                    device_name().c_str(), fi_strerror(static_cast<int>(-again)));
+          result = ncclSystemError;
+        }
+        continue;
+      }
+      seen[static_cast<size_t>(i)] = true;
+      ++received;
       RmaRecord record;
       std::string error;
-      const uint8_t* bytes = records_.data() + kRmaRecordSize * static_cast<size_t>(slot_of(i));
       if (!decode_rma_record(bytes, kRmaRecordSize, expected, static_cast<uint32_t>(rank_), &record,
                              &error)) {
         WEFT_WARN("one-sided %s on %s: a peer's setup message is refused: %s", what,
