@@ -489,8 +489,9 @@ std::shared_ptr<PeerLink> PeerLinks::link_to(const PeerIdentity& peer, uint64_t 
   TcpStream stream;
   std::string problem;
   if (proof == 0) {
-    // Nothing to prove it with (a peer of a weft before link keys): no
-    // link, as where the peer cannot be reached.
+    // Nothing to prove it with (the decoders refuse an identity without
+    // a key, so only a caller's mistake): no link, as where the peer
+    // cannot be reached.
     WEFT_INFO(NCCL_NET,
               "no liveness link to %s (no link key from it): a dead peer is noticed only "
               "through its transport's errors",

@@ -23,9 +23,9 @@
 // handles' secrets (in a connect acknowledgement) or to listeners it
 // connects to (in a connect request), or the secret of one of its listen
 // comms still open (admit(): the verbs transport sets up comms over the
-// link before any acknowledgement). A hello that proves neither is
-// dropped unanswered, as a connect with a wrong listen secret: no link is
-// filed, no message it carries reaches a mailbox.
+// link before any acknowledgement). A hello that proves neither gets one
+// refusal frame (link_messages.h: kLinkRefused) and its connection is
+// closed: no link is filed, no message it carries reaches a mailbox.
 //
 // A link also carries messages between mailboxes (link_messages.h): the
 // verbs transport sets up its comms over it instead of a TCP connection

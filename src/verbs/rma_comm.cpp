@@ -155,24 +155,21 @@ ncclResult_t VerbsRmaComm::join(const std::vector<SocketAddress>& addresses,
       }
       RmaRecord record;
       RmaRecord expected = hello;
-      if (progress == TcpStream::Progress::Done &&
-          !rma_record_proven(it->hello, kRmaRecordSize, rank_secrets())) {
-        // Whoever sent it was handed no handle of this comm.
-        log_refused_connect("one-sided connect on " + device, it->stream.peer().text(),
-                            "its hello proved no rank's listen secret");
-        it = newcomers.erase(it);
-        continue;
+      // The proof first: whoever cannot give it was handed no handle of
+      // this comm. Every refusal is rate-limited: anyone may connect here.
+      std::string why;
+      if (progress == TcpStream::Progress::Failed) {
+        why = error;
+      } else if (!rma_record_proven(it->hello, kRmaRecordSize, rank_secrets())) {
+        why = "its hello proved no rank's listen secret";
+      } else if (!decode_rma_record(it->hello, kRmaRecordSize, expected,
+                                    static_cast<uint32_t>(self), &record, &error)) {
+        why = error;
+      } else if (record.rank >= static_cast<uint32_t>(self) || greeted[record.rank]) {
+        why = "not a lower rank of this comm, or a second hello";
       }
-      if (progress == TcpStream::Progress::Failed ||
-          !decode_rma_record(it->hello, kRmaRecordSize, expected, static_cast<uint32_t>(self),
-                             &record, &error) ||
-          record.rank >= static_cast<uint32_t>(self) || greeted[record.rank]) {
-        // Not one of this comm's lower ranks (a stray connection, or a
-        // rank of another comm): refuse it and go on waiting.
-        WEFT_WARN(
-            "one-sided connect on %s: a connection from %s is refused: %s", device.c_str(),
-            it->stream.peer().text().c_str(),
-            error.empty() ? "not a lower rank of this comm, or a second hello" : error.c_str());
+      if (!why.empty()) {
+        log_refused_connect("one-sided connect on " + device, it->stream.peer().text(), why);
         error.clear();
         it = newcomers.erase(it);
         continue;
@@ -346,7 +343,10 @@ ncclResult_t VerbsRmaComm::exchange(const RmaRecord& mine, uint32_t round,
     if (r == self) continue;
     RmaRecord record;
     std::string error;
-    if (!rma_record_proven(in[static_cast<size_t>(r)].data(), kRmaRecordSize, rank_secrets()) ||
+    if (!rma_record_proven(in[static_cast<size_t>(r)].data(), kRmaRecordSize, rank_secrets())) {
+      error = "it proves no rank's listen secret";
+    }
+    if (!error.empty() ||
         !decode_rma_record(in[static_cast<size_t>(r)].data(), kRmaRecordSize, expected,
                            static_cast<uint32_t>(self), &record, &error) ||
         record.rank != static_cast<uint32_t>(r)) {

@@ -225,10 +225,16 @@ ncclResult_t OfiRmaComm::exchange(const RmaRecord& mine, uint32_t round,
       uint8_t* bytes = records_.data() + kRmaRecordSize * static_cast<size_t>(slot_of(i));
       if (!rma_record_proven(bytes, kRmaRecordSize, rank_secrets())) {
         // Not from a rank of this comm (whoever sent it was handed no
-        // handle of it): dropped, and the receive posted again.
+        // handle of it): dropped, and the receive posted again. A rank of
+        // another weft version lands here too: say so.
+        RmaRecord ignored;
+        std::string problem;
+        const bool weft_record = decode_rma_record(
+            bytes, kRmaRecordSize, expected, static_cast<uint32_t>(rank_), &ignored, &problem);
         log_refused_connect("one-sided comm " + std::to_string(id_) + " on " + device_name(),
                             "a sender on the fabric",
-                            "its setup message proved no rank's listen secret");
+                            "its setup message proved no rank's listen secret" +
+                                (weft_record ? std::string() : " (" + problem + ")"));
         ops->rearm(i);
         ssize_t again = post([&] {
           return endpoint_->receive(bytes, kRmaRecordSize, descriptor, rma_setup_tag(id_, round),
