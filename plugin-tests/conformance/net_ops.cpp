@@ -57,6 +57,21 @@ void* do_listen(NetClient& c, int dev, Handle& h) {
   return lc;
 }
 
+void* listen_and_hand_over(NetClient& c, int dev, Channel& peer, HandedOver* handles) {
+  void* lc = do_listen(c, dev, handles->genuine);
+  FT_OK(c.close_listen(do_listen(c, dev, handles->closed)));
+  peer.send_bytes(handles->genuine.bytes, sizeof handles->genuine.bytes);
+  peer.send_bytes(handles->closed.bytes, sizeof handles->closed.bytes);
+  return lc;
+}
+
+HandedOver receive_handed_over(Channel& peer) {
+  HandedOver handles;
+  peer.recv_bytes(handles.genuine.bytes, sizeof handles.genuine.bytes);
+  peer.recv_bytes(handles.closed.bytes, sizeof handles.closed.bytes);
+  return handles;
+}
+
 void* connect_until_ready(NetClient& c, int dev, Handle& h) {
   IdleBackoff backoff;
   for (;;) {

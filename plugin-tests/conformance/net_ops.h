@@ -38,6 +38,15 @@ size_t large_size(int abi_version);
 size_t truncating_send_limit();
 
 void* do_listen(NetClient& c, int dev, Handle& h);
+// For the impostor checks: a handle of an open listen and one of a listen
+// closed at once (a stale handle). The victim's side listens, sends both
+// to `peer` and returns the open listen comm; the other side receives them.
+struct HandedOver {
+  Handle genuine;
+  Handle closed;
+};
+void* listen_and_hand_over(NetClient& c, int dev, Channel& peer, HandedOver* handles);
+HandedOver receive_handed_over(Channel& peer);
 void* connect_until_ready(NetClient& c, int dev, Handle& h);
 void* accept_until_ready(NetClient& c, void* listen_comm);
 

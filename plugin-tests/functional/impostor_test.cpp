@@ -152,12 +152,8 @@ TEST_CASE("an impostor who knows the wire format and the address never gets a co
         auto c = load_plugin(v);
         FT_OK(c->init(capture_log));
         const int dev = test_device(*c);
-        Handle genuine;
-        void* lc = do_listen(*c, dev, genuine);
-        Handle closed;
-        FT_OK(c->close_listen(do_listen(*c, dev, closed)));
-        rk.peer->send_bytes(genuine.bytes, sizeof genuine.bytes);
-        rk.peer->send_bytes(closed.bytes, sizeof closed.bytes);
+        HandedOver handles;
+        void* lc = listen_and_hand_over(*c, dev, *rk.peer, &handles);
 
         refuse_until_told(*c, lc, rk, "the impostor's first round");
         FT_REQUIRE(rk.peer->recv_u64() == kWarmedUp, "out of step");
@@ -229,11 +225,9 @@ TEST_CASE("an impostor who knows the wire format and the address never gets a co
         const int dev = test_device(*c);
         Handle own;
         void* own_lc = do_listen(*c, dev, own);
-        Handle genuine;
-        Handle closed;
-        rk.peer->recv_bytes(genuine.bytes, sizeof genuine.bytes);
-        rk.peer->recv_bytes(closed.bytes, sizeof closed.bytes);
-        const std::vector<Forgery> forged = forgeries(genuine, closed, own);
+        HandedOver handles = receive_handed_over(*rk.peer);
+        Handle& genuine = handles.genuine;
+        const std::vector<Forgery> forged = forgeries(genuine, handles.closed, own);
 
         impersonate(*c, dev, forged, static_cast<int>(forged.size()));
         rk.peer->send_u64(kWarmedUp);

@@ -128,12 +128,8 @@ TEST_CASE("a link impostor with a stolen token gets no link, no message read, no
       [&](Rank& rk) {  // the victim
         auto c = open_plugin(12);
         const int dev = test_device(*c);
-        Handle genuine;
-        void* lc = do_listen(*c, dev, genuine);
-        Handle closed;
-        FT_OK(c->close_listen(do_listen(*c, dev, closed)));
-        rk.peer->send_bytes(genuine.bytes, sizeof genuine.bytes);
-        rk.peer->send_bytes(closed.bytes, sizeof closed.bytes);
+        HandedOver handles;
+        void* lc = listen_and_hand_over(*c, dev, *rk.peer, &handles);
         void* rc = accept_until_ready(*c, lc);
         transfer(*c, rc, false, pattern_seed(4300, 0), "before the impostor");
         // While the impostor works, and through the grace a vanished link
@@ -168,9 +164,8 @@ TEST_CASE("a link impostor with a stolen token gets no link, no message read, no
       [&](Rank& rk) {  // the genuine peer, and the impostor's raw sockets
         auto c = open_plugin(12);
         const int dev = test_device(*c);
-        Handle genuine, closed;
-        rk.peer->recv_bytes(genuine.bytes, sizeof genuine.bytes);
-        rk.peer->recv_bytes(closed.bytes, sizeof closed.bytes);
+        HandedOver handles = receive_handed_over(*rk.peer);
+        Handle& genuine = handles.genuine;
         void* sc = connect_until_ready(*c, dev, genuine);
         transfer(*c, sc, true, pattern_seed(4300, 0), "before the impostor");
         // The token the victim files this process's link under, as any
@@ -179,7 +174,7 @@ TEST_CASE("a link impostor with a stolen token gets no link, no message read, no
         void* own_lc = do_listen(*c, dev, own);
         const uint64_t stolen = link_target(own).process.token;
         const LinkTarget victim = link_target(genuine);
-        const LinkTarget stale = link_target(closed);
+        const LinkTarget stale = link_target(handles.closed);
         std::mt19937_64 rng(std::random_device{}());
         struct Try {
           const char* what;
