@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 #include <catch2/catch.hpp>
+#include <cstdlib>
 #include <thread>
 
 #include "net_ops.h"
@@ -300,5 +301,109 @@ TEST_CASE("connect and accept driven alternately from one thread in one process"
     FT_OK(c->close_recv(rb));
     FT_OK(c->finalize());
   });
+  REQUIRE_RANKS(r);
+}
+
+namespace {
+
+// WEFT_TEST_LISTENS (default 4096): listens alive at once per rank.
+int listens_wanted() {
+  long n = 4096;
+  if (const char* s = std::getenv("WEFT_TEST_LISTENS"); s && *s) n = std::strtol(s, nullptr, 10);
+  return static_cast<int>(std::clamp<long>(n, 2, 1 << 20));
+}
+
+// The listeners a peer connects to: every 256th and the last.
+std::vector<int> sampled(int listens) {
+  std::vector<int> out;
+  for (int i = 0; i < listens - 1; i += 256) out.push_back(i);
+  out.push_back(listens - 1);
+  return out;
+}
+
+}  // namespace
+
+// NCCL's setup round: every listen first (each rank holds thousands when a
+// round sets up alltoall connections over many channels), handles
+// exchanged, then connects and accepts polled together in one loop, each
+// listen closed after its accept. A listen that costs a provider receive of
+// its own (the tagged protocol before the connect inbox) fails at the
+// provider's receive-queue size (1.17's tcp;ofi_rxm 2,048, shm 1,024).
+TEST_CASE("WEFT_TEST_LISTENS (4096) listens alive at once per rank, connected as NCCL does",
+          "[listens]") {
+  const int v = newest_selected_version();
+  if (v == 0) return;
+  INFO("ABI v" << v);
+  auto body = [&](Rank& rk) {
+    auto c = open_plugin(v);
+    const int dev = test_device(*c);
+    const int listens = listens_wanted();
+    std::vector<Handle> own(static_cast<size_t>(listens)), peer(own.size());
+    std::vector<void*> lcs(own.size());
+    for (int i = 0; i < listens; ++i) lcs[i] = do_listen(*c, dev, own[i]);
+    // Rank 0 sends first: the channel's buffer need not hold both.
+    if (rk.id == 0) rk.peer->send_bytes(own.data(), sizeof(Handle) * own.size());
+    rk.peer->recv_bytes(peer.data(), sizeof(Handle) * peer.size());
+    if (rk.id == 1) rk.peer->send_bytes(own.data(), sizeof(Handle) * own.size());
+    const std::vector<int> used = sampled(listens);
+    const size_t n = used.size();
+    std::vector<void*> scs(n, nullptr), rcs(n, nullptr);
+    // Connects in reverse order, accepts in order: no pairing by timing.
+    for (size_t left = 2 * n; left > 0;) {
+      for (size_t k = 0; k < n; ++k) {
+        if (!scs[n - 1 - k]) {
+          FT_OK(c->connect(dev, peer[used[n - 1 - k]].bytes, &scs[n - 1 - k]));
+          if (scs[n - 1 - k]) --left;
+        }
+        if (!rcs[k]) {
+          FT_OK(c->accept(lcs[used[k]], &rcs[k]));
+          if (rcs[k]) {
+            FT_OK(c->close_listen(lcs[used[k]]));
+            lcs[used[k]] = nullptr;
+            --left;
+          }
+        }
+      }
+      FT_DEADLINE("connecting and accepting (" + std::to_string(left) + " of " +
+                  std::to_string(2 * n) + " left, " + std::to_string(listens) + " listening)");
+    }
+    for (void*& lc : lcs) {
+      if (lc) FT_OK(c->close_listen(lc));
+      lc = nullptr;
+    }
+    auto size_of = [](size_t k) { return 65536 + 13 * k; };
+    auto seed_of = [](int rank, size_t k) { return pattern_seed(rank * 7919 + 5, k); };
+    std::vector<Buffer> out, in;
+    std::vector<std::unique_ptr<Mr>> mrs;
+    std::vector<Pending> reqs(2 * n);
+    for (size_t k = 0; k < n; ++k) {
+      out.emplace_back(size_of(k));
+      in.emplace_back(size_of(k));
+      fill_pattern(out[k].data(), size_of(k), seed_of(rk.id, k));
+      in[k].poison();
+    }
+    for (size_t k = 0; k < n; ++k) {
+      mrs.push_back(std::make_unique<Mr>(*c, rcs[k], in[k].data(), size_of(k)));
+      reqs[k].what = "receive on the comm of listener " + std::to_string(used[k]);
+      reqs[k].req = post_irecv1(*c, rcs[k], in[k].data(), size_of(k), 1, mrs.back()->get(),
+                                [&] { progress(*c, reqs); });
+    }
+    for (size_t k = 0; k < n; ++k) {
+      mrs.push_back(std::make_unique<Mr>(*c, scs[k], out[k].data(), size_of(k)));
+      reqs[n + k].what = "send to the peer's listener " + std::to_string(used[k]);
+      reqs[n + k].req = post_isend(*c, scs[k], out[k].data(), size_of(k), 1, mrs.back()->get(),
+                                   [&] { progress(*c, reqs); });
+    }
+    wait_all(*c, reqs);
+    for (size_t k = 0; k < n; ++k)
+      check_received(in[k], reqs[k].sizes[0], size_of(k), size_of(k), seed_of(1 - rk.id, k),
+                     reqs[k].what);
+    rk.peer->sync("checked");
+    mrs.clear();
+    for (void* sc : scs) FT_OK(c->close_send(sc));
+    for (void* rc : rcs) FT_OK(c->close_recv(rc));
+    FT_OK(c->finalize());
+  };
+  auto r = run_two(body, body);
   REQUIRE_RANKS(r);
 }

@@ -69,6 +69,7 @@ void handles() {
 
 void connect_messages() {
   ofi::ConnectRequest request;
+  request.listener_id = 4;
   request.connector_comm_id = 5;
   request.protocol = ofi::Protocol::Rdma;
   request.rails = 2;

@@ -13,6 +13,7 @@ using namespace weft::ofi;
 
 TEST_CASE("connect requests and acknowledgements round-trip and reject garbage", "[unit][handle]") {
   ConnectRequest request;
+  request.listener_id = 12;
   request.connector_comm_id = 77;
   request.secret = 0xfeedfacecafebeefull;
   request.address_size = 3;
@@ -24,6 +25,7 @@ TEST_CASE("connect requests and acknowledgements round-trip and reject garbage",
   std::string error;
   REQUIRE(decode_connect_request(bytes, sizeof(bytes), &decoded, &error));
   CHECK(decoded.connector_comm_id == 77);
+  CHECK(decoded.listener_id == 12);
   CHECK(decoded.address_size == 3);
   CHECK(decoded.address[2] == 5);
   CHECK(decoded.secret == 0xfeedfacecafebeefull);
@@ -31,17 +33,17 @@ TEST_CASE("connect requests and acknowledgements round-trip and reject garbage",
   bytes[4] = 4;
   CHECK_FALSE(decode_connect_request(bytes, sizeof(bytes), &decoded, &error));
   CHECK(error ==
-        "connect request has wire version 4, this weft speaks 6 (mixed weft versions across "
+        "connect request has wire version 4, this weft speaks 7 (mixed weft versions across "
         "nodes?)");
   bytes[4] = kWireVersion;
   bytes[24 + 3] = 1;
   CHECK_FALSE(decode_connect_request(bytes, sizeof(bytes), &decoded, &error));
   CHECK(error == "connect request has non-zero bytes beyond its address");
   bytes[24 + 3] = 0;
-  bytes[13] = 1;
+  bytes[12] = 0;
   CHECK_FALSE(decode_connect_request(bytes, sizeof(bytes), &decoded, &error));
-  CHECK(error == "connect request has non-zero reserved bytes");
-  bytes[13] = 0;
+  CHECK(error == "connect request names an invalid listener id");
+  bytes[12] = 12;
   REQUIRE(decode_connect_request(bytes, sizeof(bytes), &decoded, &error));
 
   CHECK_FALSE(decode_connect_request(bytes, 10, &decoded, &error));
@@ -70,6 +72,7 @@ TEST_CASE("connect requests and acknowledgements round-trip and reject garbage",
 TEST_CASE("connect messages carry the link key with the liveness identity, and only with it",
           "[unit][handle]") {
   ConnectRequest request;
+  request.listener_id = 1;
   request.connector_comm_id = 3;
   request.address_size = 4;
   request.process.token = 0x77;
@@ -156,7 +159,7 @@ TEST_CASE("tags of different comms and kinds never collide", "[unit][tags]") {
   CHECK(data_tag(1, 5) != data_tag(1, 6));
   CHECK(data_tag(1, -1) == ((1ull << 32) | 0xffffffffull));
   CHECK((data_tag(weft::kMaxCommId, -1) & kControlBit) == 0);
-  CHECK(connect_tag(1) != ack_tag(1));
-  CHECK((connect_tag(1) & kControlBit) != 0);
+  CHECK(kConnectInboxTag != ack_tag(0));
+  CHECK((kConnectInboxTag & kControlBit) != 0);
   CHECK((ack_tag(1) & kControlBit) != 0);
 }

@@ -34,7 +34,7 @@ struct Pool {
 }  // namespace
 
 TEST_CASE("compact tags carry the kind and a 30-bit id, and only control tags", "[unit][matcher]") {
-  for (uint64_t tag : {connect_tag(1), ack_tag(7), cts_tag(kMaxCompactId), eager_tag(12345)}) {
+  for (uint64_t tag : {kConnectInboxTag, ack_tag(7), cts_tag(kMaxCompactId), eager_tag(12345)}) {
     uint32_t compact = 0;
     REQUIRE(compact_tag(tag, &compact));
     CHECK(expand_tag(compact) == tag);
@@ -96,8 +96,8 @@ TEST_CASE("a message larger than the receive is a truncation, nothing copied", "
   OpContext op;
   char buffer[4] = {'x', 'x', 'x', 'x'};
   int released = -1;
-  pool.matcher.post(connect_tag(2), buffer, sizeof(buffer), &op, &released);
-  CHECK(pool.matcher.arrive(connect_tag(2), 0, pool.fill(0, "too long")));
+  pool.matcher.post(ack_tag(2), buffer, sizeof(buffer), &op, &released);
+  CHECK(pool.matcher.arrive(ack_tag(2), 0, pool.fill(0, "too long")));
   auto done = pool.drain();
   REQUIRE(done.size() == 1);
   CHECK(done[0].error == kTruncated);

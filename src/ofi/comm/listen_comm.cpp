@@ -1,14 +1,10 @@
 #include "ofi/comm/listen_comm.h"
 
 #include <rdma/fi_errno.h>
-#include <rdma/fi_tagged.h>
 
 #include <algorithm>
-#include <chrono>
-#include <cstdio>
 
 #include "core/listen_secret.h"
-#include "ofi/endpoint/tag_layout.h"
 #include "ofi/fabric/provider_quirks.h"
 #include "weft/log.h"
 
@@ -20,55 +16,17 @@ OfiListenComm::OfiListenComm(std::shared_ptr<Endpoint> endpoint, uint32_t listen
       device_name_(endpoint_->device_name()),
       listen_id_(listen_id),
       secret_(secret),
-      setup_(std::move(setup)) {
-  op_.target = this;
-  op_.slot = 0;
-}
+      setup_(std::move(setup)) {}
 
 OfiListenComm::~OfiListenComm() {
-  deregister_memory(endpoint_.get(), device_name_, region_);
+  if (opened_) endpoint_->connect_inbox().close(listen_id_);
+  endpoint_->release_id(listen_id_);
 }
 
 ncclResult_t OfiListenComm::start() {
-  ncclResult_t result =
-      register_memory(*endpoint_, buffer_, sizeof(buffer_), MemorySource{}, &region_);
-  if (result != ncclSuccess) return result;
-  return post_request_receive();
-}
-
-ncclResult_t OfiListenComm::post_request_receive() {
-  arrived_.store(false, std::memory_order_relaxed);
-  error_.store(0, std::memory_order_relaxed);
-  // EAGAIN that lasts means the provider's receive queue is full, e.g. of
-  // thousands of listens' receives (tagged protocol): an error, not a spin.
-  constexpr auto kFullFor = std::chrono::seconds(2);
-  const auto deadline = std::chrono::steady_clock::now() + kFullFor;
-  for (;;) {
-    ssize_t rc = endpoint_->receive(buffer_, sizeof(buffer_), descriptor_of(region_),
-                                    connect_tag(listen_id_), &op_);
-    if (rc == 0) break;
-    if (rc == -FI_EAGAIN && std::chrono::steady_clock::now() > deadline) {
-      WEFT_WARN(
-          "%s: posting the connect-request receive failed for %lld s%s; each listening comm "
-          "keeps a receive posted until it accepts, as does every receive of the tagged "
-          "protocol (docs/scale.md)",
-          endpoint_->device_name().c_str(), static_cast<long long>(kFullFor.count()),
-          receive_queue_full_note(endpoint_->provider_name()).c_str());
-      return ncclSystemError;
-    }
-    if (rc != -FI_EAGAIN) {
-      // shm says ENOMEM when its receive queue is full.
-      WEFT_WARN(
-          "%s: posting the connect-request receive failed: %s%s", endpoint_->device_name().c_str(),
-          fi_strerror((int)-rc),
-          rc == -FI_ENOMEM ? receive_queue_full_note(endpoint_->provider_name()).c_str() : "");
-      return ncclSystemError;
-    }
-    ncclResult_t result = endpoint_->poll();
-    if (result != ncclSuccess) return result;
-  }
-  posted_ = true;
-  return ncclSuccess;
+  ncclResult_t result = endpoint_->connect_inbox().open(listen_id_);
+  opened_ = result == ncclSuccess;
+  return result;
 }
 
 ncclResult_t OfiListenComm::accept(RecvComm** recv_comm) {
@@ -76,29 +34,17 @@ ncclResult_t OfiListenComm::accept(RecvComm** recv_comm) {
   if (!accepting_) {
     ncclResult_t result = endpoint_->poll();
     if (result != ncclSuccess) return result;
-    if (!arrived_.load(std::memory_order_acquire)) return ncclSuccess;
-    posted_ = false;
-    if (int error = error_.load(std::memory_order_relaxed)) {
-      WEFT_WARN("%s: receiving a connect request failed: %s (%s)", endpoint_->device_name().c_str(),
-                fi_strerror(error), error_text_);
-      return ncclSystemError;
-    }
     ConnectRequest request;
-    std::string problem;
-    bool valid = decode_connect_request(buffer_, length_, &request, &problem);
-    if (!valid) {
-      // Not fatal for this listener: a stray or corrupt request is dropped.
-      WEFT_WARN("%s: ignoring a connect request: %s", endpoint_->device_name().c_str(),
-                problem.c_str());
-      return post_request_receive();
-    }
+    bool arrived = false;
+    result = endpoint_->connect_inbox().take(listen_id_, &request, &arrived);
+    if (result != ncclSuccess || !arrived) return result;
     if (!listen_secret_matches(secret_, request.secret)) {
       // Nothing of it is kept and nothing answers it: the sender learns
-      // nothing, and the next request is received as before.
+      // nothing, and the next request is taken as before.
       log_refused_connect(device_name_ + " listener " + std::to_string(listen_id_),
                           "a peer that names itself " +
                               endpoint_->address_to_string(request.address, request.address_size));
-      return post_request_receive();
+      return ncclSuccess;
     }
     Protocol own = endpoint_->rdma() ? Protocol::Rdma : Protocol::Tagged;
     if (request.protocol != own) {
@@ -120,15 +66,10 @@ ncclResult_t OfiListenComm::accept(RecvComm** recv_comm) {
     for (size_t r = 1; r < rails; ++r) setup.extra_rails.push_back({setup_.extra_rails[r - 1]});
     setup.peer_name = endpoint_->address_to_string(request.address, request.address_size);
     result = endpoint_->insert_address(request.address, request.address_size, &setup.peer);
-    if (result != ncclSuccess) {
-      post_request_receive();
-      return result;
-    }
+    if (result != ncclSuccess) return result;
     accepting_ =
         std::make_unique<OfiRecvComm>(std::move(setup), endpoint_->next_id(),
                                       request.connector_comm_id, request.process, request.link_key);
-    result = post_request_receive();
-    if (result != ncclSuccess) return result;
   }
   bool posted = false;
   ncclResult_t result = accepting_->post_ack(&posted);
@@ -148,31 +89,7 @@ ncclResult_t OfiListenComm::accept(RecvComm** recv_comm) {
 
 void OfiListenComm::close() {
   if (accepting_) accepting_.release()->close();
-  if (posted_ && !arrived_.load(std::memory_order_acquire)) {
-    endpoint_->cancel(&op_);
-    endpoint_->release_id(listen_id_);
-    std::shared_ptr<Endpoint> endpoint = endpoint_;
-    finish_close(
-        this, *endpoint, *endpoint, setup_.close_timeout_ms,
-        [this] { return arrived_.load(std::memory_order_acquire); }, [this] { endpoint_.reset(); });
-    return;
-  }
-  endpoint_->release_id(listen_id_);
   delete this;
-}
-
-void OfiListenComm::on_complete(uint32_t, size_t length, const uint64_t*) {
-  length_ = length;
-  arrived_.store(true, std::memory_order_release);
-}
-
-void OfiListenComm::on_error(uint32_t, int error, size_t, const char* text) {
-  if (error != FI_ECANCELED) {
-    std::snprintf(error_text_, sizeof(error_text_), "%s", text);
-    error_.store(error, std::memory_order_relaxed);
-  }
-  length_ = 0;
-  arrived_.store(true, std::memory_order_release);
 }
 
 }  // namespace weft::ofi

@@ -42,6 +42,7 @@ ncclResult_t OfiSendComm::step_connect(bool* connected) {
     ncclResult_t result = register_control(&control_, sizeof(control_));
     if (result != ncclSuccess) return result;
     ConnectRequest request;
+    request.listener_id = listen_id_;
     request.connector_comm_id = local_id_;
     request.secret = listen_secret_;
     request.protocol = endpoint().rdma() ? Protocol::Rdma : Protocol::Tagged;
@@ -72,7 +73,7 @@ ncclResult_t OfiSendComm::step_connect(bool* connected) {
     ncclResult_t progressed = endpoint().poll();
     if (progressed != ncclSuccess) return progressed;
     ssize_t rc = endpoint().send(control_.connect, sizeof(control_.connect), control_descriptor(),
-                                 peer(), connect_tag(listen_id_), &control_ops_[kConnectSlot]);
+                                 peer(), kConnectInboxTag, &control_ops_[kConnectSlot]);
     if (rc == -FI_EAGAIN) return endpoint().poll();
     if (rc != 0) {
       WEFT_WARN("%s: connect to %s: sending the connect request failed: %s", device_name().c_str(),

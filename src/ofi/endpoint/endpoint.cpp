@@ -156,6 +156,7 @@ ncclResult_t Endpoint::open(const fi_info* info, const std::string& device_name,
     endpoint->control_copies_ =
         std::make_unique<ControlSendCopies>(*endpoint, kCtsMaxSize, options.control_sends);
   }
+  if (!options.one_sided) endpoint->connect_inbox_ = std::make_unique<ConnectInbox>(*endpoint);
   *out = std::move(endpoint);
   return ncclSuccess;
 }
@@ -219,6 +220,7 @@ Endpoint::~Endpoint() {
   ep_.reset();
   orphans_.clear();
   control_copies_.reset();
+  connect_inbox_.reset();
   if (flush_mr_ != nullptr) fi_close(&flush_mr_->fid);
   if (pool_mr_ != nullptr) fi_close(&pool_mr_->fid);
   av_.reset();
@@ -261,6 +263,7 @@ ncclResult_t Endpoint::open_message_pool() {
   pool_ops_ = std::make_unique<OpContext[]>(kPoolSlots);
   unposted_.reserve(kPoolSlots);
   matcher_ = std::make_unique<MessageMatcher>(kPoolSlots, pool_.get(), pool_slot_size_);
+  matcher_->open_id(0);  // the connect inbox's (kConnectInboxTag)
   std::lock_guard<std::mutex> lock(domain_.io_mutex());
   pooled_ = true;
   for (int slot = 0; slot < kPoolSlots; ++slot) {

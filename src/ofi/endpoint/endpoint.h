@@ -20,6 +20,7 @@
 #include "nccl/types.h"
 #include "ofi/endpoint/comm_close.h"
 #include "ofi/endpoint/completion.h"
+#include "ofi/endpoint/connect_inbox.h"
 #include "ofi/endpoint/control_send_copies.h"
 #include "ofi/endpoint/domain.h"
 #include "ofi/endpoint/message_matcher.h"
@@ -180,6 +181,9 @@ class Endpoint final : public Poller, public OrphanKeeper {
   // Whether `size` bytes may go as an inject (no completion): only where the
   // provider is done with it on return (injects_done_on_return).
   bool may_inject(size_t size) const { return injects_ && size <= inject_size_; }
+  // Where every listener's connect requests arrive (not on one-sided
+  // endpoints).
+  ConnectInbox& connect_inbox() { return *connect_inbox_; }
   // Registered copies for control messages that cannot be injected (rdma
   // protocol only).
   ControlSendCopies& control_copies() { return *control_copies_; }
@@ -275,6 +279,7 @@ class Endpoint final : public Poller, public OrphanKeeper {
   std::vector<int> unposted_;  // pool slots to post again (return_pool_slot, or EAGAIN)
   std::unique_ptr<MessageMatcher> matcher_;
   std::unique_ptr<ControlSendCopies> control_copies_;
+  std::unique_ptr<ConnectInbox> connect_inbox_;
   // Target of flush reads, registered once; fi_addr of this endpoint.
   uint64_t flush_buffer_[8] = {};
   fid_mr* flush_mr_ = nullptr;

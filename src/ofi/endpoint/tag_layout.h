@@ -34,9 +34,9 @@ constexpr uint64_t data_tag(uint32_t recv_comm_id, int nccl_tag) {
   return (static_cast<uint64_t>(recv_comm_id & kMaxCommId) << 32) | static_cast<uint32_t>(nccl_tag);
 }
 
-constexpr uint64_t connect_tag(uint32_t listen_id) {
-  return kControlBit | kConnectKind | listen_id;
-}
+// Every connect request to an endpoint, whichever listener it names
+// (connect_inbox.h): id 0, which no listener or comm has.
+constexpr uint64_t kConnectInboxTag = kControlBit | kConnectKind;
 
 constexpr uint64_t ack_tag(uint32_t send_comm_id) {
   return kControlBit | kAckKind | send_comm_id;

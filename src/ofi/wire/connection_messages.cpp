@@ -43,6 +43,7 @@ void encode_connect_request(const ConnectRequest& request, uint8_t* out) {
   out[6] = static_cast<uint8_t>(request.protocol);
   out[7] = request.rails;
   put_le32(out + 8, request.connector_comm_id);
+  put_le32(out + 12, request.listener_id);
   put_le64(out + 16, request.secret);
   std::memcpy(out + kConnectRequestAddressOffset, request.address, request.address_size);
   request.process.pack(out + kConnectRequestAddressOffset + kMaxAddressSize);
@@ -85,8 +86,9 @@ bool decode_connect_request(const uint8_t* bytes, size_t size, ConnectRequest* r
     *error = "connect request carries an invalid comm id";
     return false;
   }
-  if (get_le32(bytes + 12) != 0) {
-    *error = "connect request has non-zero reserved bytes";
+  decoded.listener_id = get_le32(bytes + 12);
+  if (!valid_comm_id(decoded.listener_id)) {
+    *error = "connect request names an invalid listener id";
     return false;
   }
   decoded.secret = get_le64(bytes + 16);

@@ -4,7 +4,9 @@
 // come from outside the process. Little-endian (docs/wire-formats.md):
 //
 // Request (160): 0 magic u32 "WFTC", 4 version u8, 5 address size u8,
-//   6 protocol u8, 7 rails u8, 8 connector comm id u32, 12 zero u32,
+//   6 protocol u8, 7 rails u8, 8 connector comm id u32, 12 the listener id
+//   of the handle u32 (every request of an endpoint arrives at one tag,
+//   ofi/endpoint/connect_inbox.h, and goes to the listener it names),
 //   16 the listen handle's secret u64 (core/listen_secret.h), 24 address[96],
 //   zero padded, 120 the connecting process's identity (core/peer_links.h,
 //   32 bytes; token 0: no liveness link), 152 its link key u64 (0 exactly
@@ -34,8 +36,9 @@ constexpr uint32_t kConnectMagic = 0x43544657;  // "WFTC"
 constexpr uint32_t kAckMagic = 0x41544657;      // "WFTA"
 // At least the rdma protocol's version (rdma_wire.cpp), so peers of
 // different versions part at connect rather than mid-stream. 5: the
-// request carries the listen secret; 6: both carry a link key.
-constexpr uint8_t kWireVersion = 6;
+// request carries the listen secret; 6: both carry a link key; 7: the
+// request names its listener and goes to the endpoint's connect inbox.
+constexpr uint8_t kWireVersion = 7;
 
 // The data protocol of a connection; both sides must use the same.
 enum class Protocol : uint8_t { Tagged = 0, Rdma = 1 };
@@ -44,6 +47,7 @@ const char* protocol_name(Protocol protocol);
 constexpr size_t kMaxAddressSize = kMaxHandlePayload;  // 96 bytes
 
 struct ConnectRequest {
+  uint32_t listener_id = 0;  // the handle's: which listener of the endpoint
   uint32_t connector_comm_id = 0;
   uint64_t secret = 0;  // the listen handle's: the listener checks it first
   Protocol protocol = Protocol::Tagged;
