@@ -292,3 +292,49 @@ TEST_CASE("GPU memory options: mem cuda with cuda-lib and dmabuf") {
   bad({"--vs-raw", "tcp", "--test", "reg"});   // nothing to compare
   CHECK(parse({"--vs-raw", "tcp", "--test", "bw,reg"}).runs(TestKind::reg));
 }
+
+TEST_CASE("jobs: patterns, ranks from --local, --server/--client or a launcher") {
+  Options local = parse({"--job", "ring,alltoall", "--ranks", "16", "--channels", "8"});
+  CHECK(local.job());
+  CHECK(local.jobs == std::vector<JobPattern>{JobPattern::ring, JobPattern::alltoall});
+  CHECK(local.role == Role::local);
+  CHECK(local.ranks == 16);
+  CHECK(local.channels == 8);
+  CHECK(local.job_bytes == (size_t{256} << 10));
+  CHECK(local.job_iters == 20);
+  Options sized = parse({"--job", "tree", "--max-bytes", "4K", "--iters", "3", "--max-kib-per-comm",
+                         "32", "--max-fds-per-peer", "2.5"});
+  CHECK(sized.job_bytes == 4096);
+  CHECK(sized.job_iters == 3);
+  CHECK(sized.job_max_kib_per_comm == 32);
+  CHECK(sized.job_max_fds_per_peer == 2.5);
+  Options client = parse({"--job", "ring", "--client", "h", "--rank", "3", "--ranks", "4"});
+  CHECK(client.rank == 3);
+  CHECK(parse({"--job", "ring", "--server", "--ranks", "4"}).rank == 0);
+
+  bad({"--job", "mesh"});
+  bad({"--job", ""});
+  bad({"--job", "ring", "--test", "bw"});
+  bad({"--job", "ring", "--comms", "2"});
+  bad({"--job", "ring", "--raw-ofi", "tcp"});
+  bad({"--job", "ring", "--server"});                       // no --ranks
+  bad({"--job", "ring", "--client", "h", "--ranks", "4"});  // no --rank
+  bad({"--job", "ring", "--client", "h", "--rank", "4", "--ranks", "4"});
+  bad({"--job", "ring", "--rank", "1"});  // --local has none
+  bad({"--ranks", "4"});                  // not a job
+  bad({"--channels", "4"});
+  bad({"--max-kib-per-comm", "32"});
+
+  g_env = {{"WEFT_JOB_RANK", "5"}, {"WEFT_JOB_SIZE", "16"}, {"WEFT_PERF_SERVER", "10.0.0.1"}};
+  Options launched = parse({"--job", "alltoall"}, fake_env);
+  CHECK(launched.launcher == "weft-job");
+  CHECK(launched.role == Role::client);
+  CHECK(launched.rank == 5);
+  CHECK(launched.ranks == 16);
+  CHECK(launched.host == "10.0.0.1");
+  bad({"--job", "alltoall", "--ranks", "16"}, fake_env);  // the launcher says
+  bad({}, fake_env);                                      // the two-rank tests still need exactly 2
+  g_env = {{"WEFT_JOB_RANK", "0"}, {"WEFT_JOB_SIZE", "16"}};
+  CHECK(parse({"--job", "ring"}, fake_env).role == Role::server);
+  g_env.clear();
+}

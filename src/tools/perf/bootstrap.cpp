@@ -51,6 +51,8 @@ const char* kind_name(uint32_t kind) {
       return "bye";
     case MsgKind::error:
       return "error";
+    case MsgKind::job:
+      return "job";
   }
   return "unknown";
 }
@@ -100,7 +102,7 @@ Listener::Listener(uint16_t port, bool loopback_only) {
     throw PerfError("bootstrap: cannot bind TCP port " + std::to_string(port) + ": " +
                     errno_text(errno) + " (choose another with --port)");
   }
-  if (::listen(fd_.get(), 4) != 0) throw PerfError("bootstrap: listen: " + errno_text(errno));
+  if (::listen(fd_.get(), 1024) != 0) throw PerfError("bootstrap: listen: " + errno_text(errno));
   socklen_t len = sizeof(addr);
   getsockname(fd_.get(), reinterpret_cast<sockaddr*>(&addr), &len);
   port_ = ntohs(addr.sin_port);

@@ -19,6 +19,7 @@ enum class MsgKind : uint32_t {
   status = 5,   // per-size verification result
   bye = 6,
   error = 7,  // text: why the peer gives up
+  job = 8,    // a job's ranks (job_bootstrap.h): lengths and payloads
 };
 
 class Bootstrap;

@@ -17,6 +17,8 @@ struct LauncherVars {
 // Most specific first: Open MPI and MVAPICH also set PMI_* under some
 // configurations, and srun sets SLURM_* under mpirun inside an allocation.
 constexpr LauncherVars kLaunchers[] = {
+    // scripts/weft-job.sh: ranks in network namespaces of this host.
+    {"weft-job", "WEFT_JOB_RANK", "WEFT_JOB_SIZE", nullptr},
     {"mpirun (Open MPI)", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
      "OMPI_COMM_WORLD_LOCAL_SIZE"},
     {"mpirun (MVAPICH)", "MV2_COMM_WORLD_RANK", "MV2_COMM_WORLD_SIZE", "MV2_COMM_WORLD_LOCAL_SIZE"},

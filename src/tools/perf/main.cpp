@@ -10,6 +10,7 @@
 
 #include "bootstrap.h"
 #include "errors.h"
+#include "job_run.h"
 #include "options.h"
 #include "runner.h"
 #include "weft_client/net_client.h"
@@ -124,6 +125,7 @@ int main(int argc, char** argv) {
   }
   if (!opts) return 0;  // --help
   try {
+    if (opts->job()) return run_job(*opts);
     switch (opts->role) {
       case Role::local:
         return run_local(*opts);

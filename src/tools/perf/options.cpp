@@ -40,6 +40,43 @@ size_t size_arg(const std::string& opt, std::string_view text) {
   return *v;
 }
 
+std::vector<std::string> split_list(const std::string& text) {
+  std::vector<std::string> items;
+  size_t start = 0;
+  while (start <= text.size()) {
+    size_t comma = text.find(',', start);
+    if (comma == std::string::npos) comma = text.size();
+    if (comma > start) items.push_back(text.substr(start, comma - start));
+    start = comma + 1;
+  }
+  return items;
+}
+
+// --job: the ranks come from --local --ranks N, --server --ranks N (rank 0),
+// --client HOST --rank R --ranks N, or a launcher; the two-rank tests'
+// options do not apply.
+void check_job_options(const Options& o, bool two_rank_options, bool have_ranks, bool have_rank) {
+  if (two_rank_options) {
+    throw UsageError(
+        "--job runs its own pattern on host memory through the plugin: --test, --comms (use "
+        "--channels), --idle-comms, --threads, --raw-ofi, --vs-raw, --mem cuda and --health "
+        "do not apply");
+  }
+  const bool launched = !o.launcher.empty();
+  if (launched && (have_ranks || have_rank))
+    throw UsageError("started by " + o.launcher + ": the ranks come from it; drop --ranks/--rank");
+  if (!launched && o.role != Role::local && !have_ranks)
+    throw UsageError("--job with --server or --client needs --ranks N");
+  if (!launched && o.role == Role::client && (!have_rank || o.rank == 0))
+    throw UsageError("--job --client needs --rank R (1..ranks-1)");
+  if (!launched && o.role != Role::client && have_rank)
+    throw UsageError("--rank applies to --job --client (rank 0 is the server)");
+  if (o.rank >= o.ranks) {
+    throw UsageError("rank " + std::to_string(o.rank) + " of a job of " + std::to_string(o.ranks) +
+                     " ranks");
+  }
+}
+
 std::vector<TestKind> parse_tests(const std::string& text) {
   std::vector<TestKind> tests;
   size_t start = 0;
@@ -87,7 +124,14 @@ std::vector<TestKind> parse_tests(const std::string& text) {
 void apply_launcher(Options& o, EnvLookup env) {
   std::optional<LaunchInfo> info = detect_launcher(env);
   if (!info) return;
-  if (info->size != 2) {
+  if (o.job()) {
+    if (info->size < 2) {
+      throw UsageError("started by " + info->launcher + " with " + std::to_string(info->size) +
+                       " rank; a job needs at least 2");
+    }
+    o.ranks = info->size;
+    o.rank = info->rank;
+  } else if (info->size != 2) {
     throw UsageError("started by " + info->launcher + " with " + std::to_string(info->size) +
                      " ranks; weft-perf runs as exactly 2 (e.g. mpirun -np 2, srun -n 2)");
   }
@@ -234,6 +278,25 @@ Ranks and bootstrap (a TCP connection carrying handles and control words):
   on 127.0.0.1 when both ranks share a host, to the first node of the Slurm
   step, or to $WEFT_PERF_SERVER (e.g. mpirun -x WEFT_PERF_SERVER=node1).
 
+Jobs (N ranks, each with the comms of a pattern, set up as NCCL does: every
+listen, the handles through rank 0, connects and accepts polled together;
+then checked bytes and a bandwidth round on every comm; rank 0 reports):
+  --job LIST           ring, tree (double binary tree) and/or alltoall, run
+                       in that order in the same processes
+  --ranks N            --local: fork N ranks on this host (default 2);
+                       --server/--client: the job's size
+  --rank R             --client: this process's rank (1..N-1)
+  --channels C         comms per pair and direction (ring and tree: per
+                       channel; default 1)
+  --max-bytes, --iters the bandwidth round's message size (default 256K) and
+                       messages per comm (default 20)
+  --max-kib-per-comm K, --max-fds-per-peer F
+                       fail (exit 1) when a rank's memory per comm or fds
+                       per peer rank pass K or F at their high-water marks
+  Under mpirun, srun or scripts/weft-job.sh (ranks in network namespaces of
+  one host) the ranks come from the launcher's variables, rank 0 at
+  $WEFT_PERF_SERVER (or as for two ranks). docs/weft-perf.md, "Jobs".
+
 Tests:
   --test LIST          comma-separated: latency, bw, bibw, rate, grouped, reg,
                        put, get, signal, all (every two-sided test: not reg,
@@ -378,6 +441,10 @@ std::optional<Options> parse_options(int argc, char** argv, const std::string& d
   bool have_tests = false;
   bool have_rma_table = false;
   bool have_comms = false;
+  bool have_ranks = false;
+  bool have_rank = false;
+  bool have_iters = false;
+  bool have_job_bounds = false;
   bool have_health_threshold = false;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
@@ -467,6 +534,23 @@ std::optional<Options> parse_options(int argc, char** argv, const std::string& d
     } else if (arg == "--comms") {
       o.comms = int_in_range(arg, next(), 1, 256);
       have_comms = true;
+    } else if (arg == "--job") {
+      for (const std::string& name : split_list(next())) o.jobs.push_back(parse_job_pattern(name));
+      if (o.jobs.empty()) throw UsageError("--job needs ring, tree or alltoall");
+    } else if (arg == "--ranks") {
+      o.ranks = int_in_range(arg, next(), 2, 4096);
+      have_ranks = true;
+    } else if (arg == "--rank") {
+      o.rank = int_in_range(arg, next(), 0, 4095);
+      have_rank = true;
+    } else if (arg == "--channels") {
+      o.channels = int_in_range(arg, next(), 1, 16384);
+    } else if (arg == "--max-kib-per-comm") {
+      o.job_max_kib_per_comm = positive_number(arg, next());
+      have_job_bounds = true;
+    } else if (arg == "--max-fds-per-peer") {
+      o.job_max_fds_per_peer = positive_number(arg, next());
+      have_job_bounds = true;
     } else if (arg == "--idle-comms") {
       o.idle_comms = int_in_range(arg, next(), 0, kMaxIdleComms);
     } else if (arg == "--threads") {
@@ -491,6 +575,7 @@ std::optional<Options> parse_options(int argc, char** argv, const std::string& d
       have_step = true;
     } else if (arg == "--iters") {
       o.iters = int_in_range(arg, next(), 1, 100000000);
+      have_iters = true;
     } else if (arg == "--warmup") {
       o.warmup = int_in_range(arg, next(), 0, 100000000);
     } else if (arg == "--iter-bytes") {
@@ -551,6 +636,19 @@ std::optional<Options> parse_options(int argc, char** argv, const std::string& d
   }
   o.role = have_server ? Role::server : have_client ? Role::client : Role::local;
   if (!have_local && !have_server && !have_client) apply_launcher(o, env);
+  if (o.job()) {
+    const bool two_rank_options = have_tests || have_comms || o.raw() ||
+                                  !o.vs_raw_provider.empty() || o.mem != MemType::host ||
+                                  o.idle_comms > 0 || o.threads > 1 || o.health;
+    check_job_options(o, two_rank_options, have_ranks, have_rank);
+    if (have_max) o.job_bytes = o.max_bytes;
+    if (have_iters) o.job_iters = o.iters;
+    return o;
+  }
+  if (have_ranks || have_rank || o.channels != 1 || have_job_bounds) {
+    throw UsageError(
+        "--ranks, --rank, --channels, --max-kib-per-comm and --max-fds-per-peer apply to --job");
+  }
   if (o.min_bytes > o.max_bytes) throw UsageError("--min-bytes is larger than --max-bytes");
   if (o.role == Role::client && o.host.empty()) throw UsageError("--client needs a host");
   if (o.raw() && o.abi != 0) throw UsageError("--abi applies to plugins, not to --raw-ofi");

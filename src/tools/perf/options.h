@@ -8,6 +8,7 @@
 #include <string_view>
 #include <vector>
 
+#include "job_graph.h"
 #include "launcher.h"
 
 namespace weft::perf {
@@ -69,6 +70,18 @@ struct Options {
   int timeout_s = 30;
   std::string launcher;  // "mpirun"/"srun" when the role came from its variables
 
+  // Job mode (--job, job_run.h): N ranks, each with the comms of a pattern.
+  std::vector<JobPattern> jobs;          // empty: the two-rank tests
+  int ranks = 2;                         // --ranks, or the launcher's job size
+  int rank = 0;                          // this process's rank (server 0)
+  int channels = 1;                      // --channels
+  size_t job_bytes = size_t{256} << 10;  // --max-bytes in job mode
+  int job_iters = 20;                    // --iters in job mode
+  // Bounds rank 0 judges (0: reported only): memory per comm at its
+  // high-water mark, fds per peer rank at theirs.
+  double job_max_kib_per_comm = 0;
+  double job_max_fds_per_peer = 0;
+
   // Tests and sweep.
   std::vector<TestKind> tests = {TestKind::latency, TestKind::bw};
   size_t min_bytes = 8;
@@ -110,6 +123,7 @@ struct Options {
   double health_max_latency_us = 0;  // 0: latency reported, not judged
 
   bool raw() const { return !raw_provider.empty(); }
+  bool job() const { return !jobs.empty(); }
   bool runs(TestKind t) const;
   bool runs_transfers() const;  // any two-sided message test
   bool runs_one_sided() const;  // put, get or signal
