@@ -38,22 +38,27 @@ using namespace weft::ft;
 namespace {
 
 // The listen handle's layout (src/core/handle_header.h): payload size at
-// byte 6, the transport's payload (here the libfabric address) from 32.
+// byte 6, the transport's payload from 32; libfabric's payload
+// (src/ofi/wire/connection_messages.h) is the address's size, the address,
+// then the listening process's identity where it has liveness links.
 constexpr size_t kPayloadSizeAt = 6;
 constexpr size_t kPayloadAt = 32;
 constexpr size_t kMaxPayload = 96;
 constexpr const char* kShmScheme = "fi_shm://";
 
+// The listener's libfabric address.
 std::string payload_of(const Handle& h) {
-  auto size = static_cast<uint8_t>(h.bytes[kPayloadSizeAt]);
-  return std::string(h.bytes + kPayloadAt, std::min<size_t>(size, kMaxPayload));
+  auto size = static_cast<uint8_t>(h.bytes[kPayloadAt]);
+  return std::string(h.bytes + kPayloadAt + 1, std::min<size_t>(size, kMaxPayload - 1));
 }
 
+// A handle naming another address, and no process (as a forger's).
 void set_payload(Handle& h, const void* data, size_t size) {
-  FT_REQUIRE(size > 0 && size <= kMaxPayload, "forged payload of " << size << " bytes");
+  FT_REQUIRE(size > 0 && size < kMaxPayload, "forged address of " << size << " bytes");
   std::memset(h.bytes + kPayloadAt, 0, kMaxPayload);
-  std::memcpy(h.bytes + kPayloadAt, data, size);
-  h.bytes[kPayloadSizeAt] = static_cast<char>(size);
+  h.bytes[kPayloadAt] = static_cast<char>(size);
+  std::memcpy(h.bytes + kPayloadAt + 1, data, size);
+  h.bytes[kPayloadSizeAt] = static_cast<char>(size + 1);
 }
 
 bool is_shm(const std::string& payload) {
@@ -104,10 +109,15 @@ std::string peer_text(const std::string& payload) {
 
 enum class ListenerEnd { Finalize, Kill };
 
-// A process that loads the plugin, listens, hands its listen handle back
-// and is gone before this returns: finalized and exited, or killed while
+// A process that loads the plugin, listens and hands its listen handle
+// back; then it finalizes and exits, or (Kill) waits to be killed while
 // listening (a crashed rank). Call before this process loads the plugin.
-Handle handle_of_gone_listener(int v, ListenerEnd end) {
+struct ListenerProcess {
+  pid_t pid = -1;
+  Handle handle;
+  bool handed = false;  // the handle arrived
+};
+ListenerProcess start_listener_process(int v, ListenerEnd end) {
   int fds[2];
   FT_REQUIRE(::pipe2(fds, O_CLOEXEC) == 0, "pipe: " << std::strerror(errno));
   std::fflush(nullptr);
@@ -129,27 +139,35 @@ Handle handle_of_gone_listener(int v, ListenerEnd end) {
       }
       if (::write(fds[1], h.bytes, sizeof h.bytes) != static_cast<ssize_t>(sizeof h.bytes))
         code = 3;
-      if (end == ListenerEnd::Kill) ::pause();  // until killed
+      if (end == ListenerEnd::Kill) ::pause();  // never accepts; until killed
     } catch (const std::exception& e) {
-      std::fprintf(stderr, "stale listener: %s\n", e.what());
+      std::fprintf(stderr, "listener process: %s\n", e.what());
       code = 2;
     }
     ::_exit(code);
   }
   ::close(fds[1]);
-  Handle h;
-  ssize_t got = ::read(fds[0], h.bytes, sizeof h.bytes);
+  ListenerProcess out;
+  out.pid = pid;
+  out.handed = ::read(fds[0], out.handle.bytes, sizeof out.handle.bytes) ==
+               static_cast<ssize_t>(sizeof out.handle.bytes);
   ::close(fds[0]);
-  if (end == ListenerEnd::Kill) ::kill(pid, SIGKILL);
+  return out;
+}
+
+// The handle of a listener that is gone before this returns.
+Handle handle_of_gone_listener(int v, ListenerEnd end) {
+  ListenerProcess listener = start_listener_process(v, end);
+  if (end == ListenerEnd::Kill) ::kill(listener.pid, SIGKILL);
   int status = 0;
-  FT_REQUIRE(::waitpid(pid, &status, 0) == pid, "waitpid: " << std::strerror(errno));
-  FT_REQUIRE(got == static_cast<ssize_t>(sizeof h.bytes),
-             "the listener process sent no handle (status " << status << ")");
+  FT_REQUIRE(::waitpid(listener.pid, &status, 0) == listener.pid,
+             "waitpid: " << std::strerror(errno));
+  FT_REQUIRE(listener.handed, "the listener process sent no handle (status " << status << ")");
   if (end == ListenerEnd::Finalize) {
     FT_REQUIRE(WIFEXITED(status) && WEXITSTATUS(status) == 0,
                "the listener process failed (status " << status << ")");
   }
-  return h;
+  return listener.handle;
 }
 
 // A port on 127.0.0.1 that nobody listens on, held bound (TCP and, when
@@ -340,4 +358,78 @@ TEST_CASE("connect with a stale or forged handle fails naming the peer, never cr
     FT_OK(c->finalize());
   });
   REQUIRE_RANKS(r);
+}
+
+namespace {
+
+// A listener process that waits to be killed (a rank that crashes before
+// it accepts), killed at the latest when this goes out of scope.
+struct DoomedListener {
+  pid_t pid = -1;
+  Handle handle;
+  void kill() {
+    if (pid < 0) return;
+    ::kill(pid, SIGKILL);
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    pid = -1;
+  }
+  ~DoomedListener() { kill(); }
+};
+
+void start_doomed_listener(int v, DoomedListener* out) {
+  ListenerProcess listener = start_listener_process(v, ListenerEnd::Kill);
+  out->pid = listener.pid;
+  out->handle = listener.handle;
+  FT_REQUIRE(listener.handed, "the listener process sent no handle");
+}
+
+}  // namespace
+
+// NCCL gives connect no time limit of its own: a connect to a listener whose
+// process died before it accepted must fail soon, as a dead peer does after
+// setup (within seconds), not at WEFT_CONNECT_TIMEOUT_MS (300 s by
+// default). Over tcp the provider neither delivers the request nor fails
+// it: weft watches the listening process over its liveness link
+// (core/peer_links.h, ListenerWatch).
+TEST_CASE("a connect to a listener killed before it accepts fails within seconds",
+          "[dead_listener]") {
+  const int v = newest_selected_version();
+  if (v == 0) return;
+  for (const bool killed_first : {true, false}) {
+    INFO((killed_first ? "killed before the connect" : "killed while connecting"));
+    auto r = run_one([&](Rank&) {
+      ::setenv("WEFT_CONNECT_TIMEOUT_MS", "120000", 1);  // far beyond the bound below
+      DoomedListener listener;
+      start_doomed_listener(v, &listener);
+      if (killed_first) listener.kill();
+      auto c = load_plugin(v);
+      FT_OK(c->init(capture_log));
+      const int dev = test_device(*c);
+      void* sc = nullptr;
+      ncclResult_t res = ncclSuccess;
+      const auto start = std::chrono::steady_clock::now();
+      for (int calls = 0; res == ncclSuccess; ++calls) {
+        res = c->connect(dev, listener.handle.bytes, &sc);
+        FT_REQUIRE(sc == nullptr, "connect returned a comm nobody accepted");
+        if (calls == 100) listener.kill();  // the request is on its way by now
+        FT_REQUIRE(std::chrono::steady_clock::now() - start < std::chrono::seconds(15),
+                   "connect neither failed nor completed within 15 s of the listener's death");
+        ::usleep(1000);
+      }
+      FT_REQUIRE(res == ncclRemoteError, "connect failed with " << result_name(res));
+      // What says so: the liveness link, or (shm) the check of the peer's
+      // region, which names it.
+      const std::string peer = peer_text(payload_of(listener.handle));
+      bool named = false;
+      for (const auto& [level, w] : logged_lines()) {
+        if (level == NCCL_LOG_WARN && (w.find("listening process is gone") != std::string::npos ||
+                                       (!peer.empty() && w.find(peer) != std::string::npos)))
+          named = true;
+      }
+      FT_REQUIRE(named, "no warning says the listening process is gone or names " << peer);
+      FT_OK(c->finalize());
+    });
+    REQUIRE_RANKS(r);
+  }
 }

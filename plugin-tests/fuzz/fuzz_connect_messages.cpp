@@ -1,5 +1,6 @@
-// libfabric connection setup: the connect request and its acknowledgement
-// arrive from any peer that knows a listener's tag. What decodes holds
+// libfabric connection setup: the listen handle's payload comes through
+// NCCL from any peer, the connect request and its acknowledgement from any
+// peer that can reach an endpoint. What decodes holds
 // only valid values and survives a re-encode unchanged.
 #include <cstring>
 #include <string>
@@ -52,14 +53,34 @@ void ack(const uint8_t* data, size_t size) {
   FUZZ_CHECK(std::memcmp(bytes, twice, sizeof(bytes)) == 0);
 }
 
+void listen_payload(const uint8_t* data, size_t size) {
+  ListenPayload decoded;
+  std::string error;
+  if (size > weft::kMaxHandlePayload) return;  // the handle header bounds it
+  if (!decode_listen_payload(data, size, &decoded, &error)) {
+    FUZZ_CHECK(!error.empty());
+    return;
+  }
+  FUZZ_CHECK(decoded.address_size >= 1 && decoded.address_size <= kMaxListenAddress);
+  uint8_t bytes[weft::kMaxHandlePayload];
+  const size_t encoded = encode_listen_payload(decoded, bytes);
+  FUZZ_CHECK(encoded == size);
+  FUZZ_CHECK(std::memcmp(bytes, data, size) == 0);
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 1) return 0;
-  if (data[0] & 1) {
-    ack(data + 1, size - 1);
-  } else {
-    request(data + 1, size - 1);
+  switch (data[0] % 3) {
+    case 0:
+      request(data + 1, size - 1);
+      break;
+    case 1:
+      ack(data + 1, size - 1);
+      break;
+    default:
+      listen_payload(data + 1, size - 1);
   }
   return 0;
 }

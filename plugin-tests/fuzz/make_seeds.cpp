@@ -55,8 +55,10 @@ void handles() {
   handle.fingerprint = 0x1234;
   handle.listen_id = 7;
   handle.secret = 0x0123456789abcdefull;
-  handle.payload_size = 16;
-  for (int i = 0; i < 16; ++i) handle.payload[i] = static_cast<uint8_t>(i + 1);
+  // libfabric's payload: the address's size, then the address.
+  handle.payload_size = 17;
+  handle.payload[0] = 16;
+  for (int i = 1; i <= 16; ++i) handle.payload[i] = static_cast<uint8_t>(i);
   uint8_t bytes[kHandleSize];
   encode_handle(handle, bytes);
   write_seed("fuzz_handle", "ofi", 0, bytes, sizeof(bytes));
@@ -94,6 +96,12 @@ void connect_messages() {
   ack.link_key = 0x3132333435363738ull;
   ofi::encode_connect_ack(ack, bytes);
   write_seed("fuzz_connect_messages", "ack", 1, bytes, ofi::kConnectAckSize);
+  ofi::ListenPayload payload;
+  payload.address_size = 16;
+  std::memset(payload.address, 0xab, 16);
+  payload.process = request.process;
+  const size_t payload_size = ofi::encode_listen_payload(payload, bytes);
+  write_seed("fuzz_connect_messages", "listen_payload", 2, bytes, payload_size);
 }
 
 void rdma_wire() {

@@ -163,3 +163,41 @@ TEST_CASE("tags of different comms and kinds never collide", "[unit][tags]") {
   CHECK((kConnectInboxTag & kControlBit) != 0);
   CHECK((ack_tag(1) & kControlBit) != 0);
 }
+
+TEST_CASE("the listen payload carries the address and, where it fits, the process",
+          "[unit][handle]") {
+  ListenPayload payload;
+  payload.address_size = 16;
+  std::memset(payload.address, 0x42, 16);
+  payload.process.token = 0x99;
+  in_addr loopback{};
+  loopback.s_addr = htonl(INADDR_LOOPBACK);
+  payload.process.address = weft::SocketAddress::from_ipv4(loopback, 4100);
+  uint8_t bytes[weft::kMaxHandlePayload];
+  const size_t size = encode_listen_payload(payload, bytes);
+  CHECK(size == 1 + 16 + weft::PeerIdentity::kPackedSize);
+  ListenPayload decoded;
+  std::string error;
+  REQUIRE(decode_listen_payload(bytes, size, &decoded, &error));
+  CHECK(decoded.address_size == 16);
+  CHECK(decoded.address[15] == 0x42);
+  CHECK(decoded.process.token == 0x99);
+  CHECK(decoded.process.address.text() == payload.process.address.text());
+
+  // Without the identity (no links, or an address too long for both).
+  REQUIRE(decode_listen_payload(bytes, 17, &decoded, &error));
+  CHECK(decoded.process.token == 0);
+  payload.address_size = kMaxListenAddress;
+  CHECK(encode_listen_payload(payload, bytes) == weft::kMaxHandlePayload);
+
+  CHECK_FALSE(decode_listen_payload(bytes, 1, &decoded, &error));
+  CHECK(error == "listen handle carries no valid address");
+  bytes[0] = 16;
+  CHECK_FALSE(decode_listen_payload(bytes, 20, &decoded, &error));
+  CHECK(error ==
+        "listen handle's payload of 20 bytes does not hold a 16-byte address (and a process "
+        "identity)");
+  std::memset(bytes + 17, 0, weft::PeerIdentity::kPackedSize);  // token 0 where one must be
+  CHECK_FALSE(decode_listen_payload(bytes, 49, &decoded, &error));
+  CHECK(error == "listen handle carries an empty process identity");
+}

@@ -83,7 +83,7 @@ TEST_CASE("corrupt, foreign and truncated handles are rejected with a reason", "
     bytes[4] = 2;
     CHECK_FALSE(decode());
     CHECK(error ==
-          "handle has wire version 2, this weft speaks 3 (mixed weft versions across nodes?)");
+          "handle has wire version 2, this weft speaks 4 (mixed weft versions across nodes?)");
   }
   SECTION("no secret") {
     std::memset(bytes + 24, 0, 8);
@@ -146,7 +146,7 @@ TEST_CASE("random bytes never decode into an out-of-range handle", "[unit][handl
     for (auto& byte : bytes) byte = static_cast<uint8_t>(random());
     if (round % 2 == 0) {
       // Get past the header checks half the time, so the later ones run.
-      std::memcpy(bytes, "WFT2\x03\x01", 6);
+      std::memcpy(bytes, "WFT2\x04\x01", 6);
       bytes[6] = static_cast<uint8_t>(1 + random() % 110);
       bytes[7] = 0;
       if (round % 4 == 0 && bytes[6] <= kMaxHandlePayload)

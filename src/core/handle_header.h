@@ -9,7 +9,9 @@
 //   12 listen id u32        16 connect cookie u64  24 secret u64 (not 0)
 //   32 payload[96], zero padded
 //
-// Wire version 3 added the secret (core/listen_secret.h); 2 had none.
+// Wire version 3 added the secret (core/listen_secret.h); 2 had none. 4:
+// the libfabric payload names its address's size and may carry the
+// listening process's identity (ofi/wire/connection_messages.h).
 #pragma once
 
 #include <cstddef>
@@ -23,7 +25,7 @@ namespace weft {
 
 constexpr uint32_t kHandleMagic = 0x32544657;     // "WFT2"
 constexpr uint32_t kOldHandleMagic = 0x31544657;  // "WFT1": weft before the shared header
-constexpr uint8_t kHandleWireVersion = 3;
+constexpr uint8_t kHandleWireVersion = 4;
 constexpr size_t kHandleHeaderSize = 32;
 constexpr size_t kMaxHandlePayload = kHandleSize - kHandleHeaderSize;  // 96 bytes
 

@@ -284,6 +284,7 @@ std::string PeerLink::step(Connection& connection, bool* dropped) {
       // much as a process already gone: no verdict on the peer, which a
       // healthy job must never be failed for.
       unreachable_ = "no link to " + name_ + " (" + where + ": " + std::strerror(error) + ")";
+      host_refused_ = error == ECONNREFUSED;
       if (!unreachable_logged_) {
         unreachable_logged_ = true;
         WEFT_INFO(NCCL_NET,
@@ -295,6 +296,7 @@ std::string PeerLink::step(Connection& connection, bool* dropped) {
       return "";
     }
     connection.state = Connection::State::kHello;
+    host_refused_ = false;
     std::string problem;
     if (!connection.stream.keep_alive(timeout_ms_, &problem)) {
       WEFT_INFO(NCCL_NET, "liveness link to %s: %s", name_.c_str(), problem.c_str());
@@ -322,6 +324,17 @@ std::string PeerLink::step(Connection& connection, bool* dropped) {
     return "";
   }
   return gone;
+}
+
+void PeerLink::note_refused(bool refused, const std::string& problem) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  host_refused_ = refused;
+  unreachable_ = "no link to " + name_ + " (" + problem + ")";
+}
+
+bool PeerLink::refused_by_host() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return host_refused_ && connections_.empty();
 }
 
 bool PeerLink::reopenable() {
@@ -496,11 +509,12 @@ std::shared_ptr<PeerLink> PeerLinks::link_to(const PeerIdentity& peer, uint64_t 
               "no liveness link to %s (no link key from it): a dead peer is noticed only "
               "through its transport's errors",
               name.c_str());
-  } else if (TcpStream::connect(peer.address, &stream, &problem)) {
+  } else if (int error = 0; TcpStream::connect(peer.address, &stream, &problem, {}, &error)) {
     link->add_connecting(std::move(stream), LinkHello{identity_.token, proof});
     std::string ignored;
     link->check(&ignored);  // the hello goes now where the connect is done
   } else {
+    link->note_refused(error == ECONNREFUSED, problem);
     WEFT_INFO(NCCL_NET,
               "no liveness link to %s (%s): a dead peer is noticed only through its "
               "transport's errors",
@@ -663,6 +677,44 @@ std::shared_ptr<PeerLinks> shared_peer_links(HeldByComms<PeerLinks>* held,
   std::shared_ptr<PeerLinks> links;
   if (held->get([](const PeerLinks&) { return true; }, open, &links) != ncclSuccess) return nullptr;
   return links;
+}
+
+void ListenerWatch::watch(std::shared_ptr<PeerLinks> links, const PeerIdentity& listener,
+                          uint64_t secret, std::string name) {
+  if (!links || listener.token == 0) return;
+  links_ = std::move(links);
+  listener_ = listener;
+  secret_ = secret;
+  name_ = std::move(name);
+}
+
+ncclResult_t ListenerWatch::check(const std::string& device, const std::string& peer) {
+  if (fault_.raised()) return fault_.result();
+  if (!links_) return ncclSuccess;
+  const auto now = std::chrono::steady_clock::now();
+  if (now < next_look_) return ncclSuccess;
+  next_look_ = now + kLookInterval;
+  links_->accept_waiting();
+  // Opens the link, or tries again where the last try was refused.
+  const std::shared_ptr<PeerLink> link = links_->link_to(listener_, secret_, name_);
+  if (!link) return ncclSuccess;
+  std::string reason;
+  if (link->check(&reason) == PeerLink::Health::kGone) {
+    return fault_.raise(ncclRemoteError, device, peer,
+                        "the listening process is gone before it accepted: " + reason);
+  }
+  if (!link->refused_by_host()) {
+    refused_since_ = {};
+    return ncclSuccess;
+  }
+  if (refused_since_ == std::chrono::steady_clock::time_point{}) refused_since_ = now;
+  if (now - refused_since_ < kRefusedFor) return ncclSuccess;
+  return fault_.raise(ncclRemoteError, device, peer,
+                      "the listening process is gone: its host has refused its liveness link (" +
+                          listener_.address.text() + ") for " +
+                          std::to_string(kRefusedFor.count()) +
+                          " s and the connect request is unanswered (a firewall that resets that "
+                          "port: set WEFT_PEER_TIMEOUT_MS=0 to go without liveness links)");
 }
 
 ncclResult_t PeerWatch::check(const std::string& device, const std::string& peer) {

@@ -116,6 +116,10 @@ class PeerLink : public std::enable_shared_from_this<PeerLink> {
   bool usable(std::string* why);
   // A connection is still connecting, or messages wait to be sent.
   bool busy() const { return busy_.load(std::memory_order_acquire); }
+  // The last connection tried was refused by the peer's host (nothing
+  // listens at the link's address), and none is up: its process is gone,
+  // or a firewall resets the port. No verdict by itself (ListenerWatch).
+  bool refused_by_host();
 
  private:
   friend class PeerLinks;
@@ -145,6 +149,8 @@ class PeerLink : public std::enable_shared_from_this<PeerLink> {
   // or (fd -1) this link has connections to finish or messages to send.
   void service(int fd);
   void add_locked(std::unique_ptr<Connection> connection);
+  // A connect that failed at once: `refused` when the host said ECONNREFUSED.
+  void note_refused(bool refused, const std::string& problem);
   // The verdict kGone, for good: its sockets are no longer watched.
   void mark_gone_locked(const std::string& reason);
   void drop_locked(size_t index);
@@ -162,9 +168,41 @@ class PeerLink : public std::enable_shared_from_this<PeerLink> {
   Health health_ = Health::kUnknown;
   std::string reason_;
   bool unreachable_logged_ = false;
-  std::string unreachable_;  // why the last connection was dropped
+  std::string unreachable_;    // why the last connection was dropped
+  bool host_refused_ = false;  // its error was ECONNREFUSED
   // A connection is still connecting or has messages to send: pump() steps it.
   std::atomic<bool> busy_{false};
+};
+
+class PeerLinks;
+
+// While a connect waits for its listener's answer: whether the listening
+// process is gone. Its link (opened now, the hello proven by the listen's
+// secret, which the listener admits) fails as a peer's does once the
+// process dies; a process that was already gone leaves nothing listening
+// at its link's address, and its host refuses every try. Without this, a
+// connect to a listener killed before it accepted waited for
+// WEFT_CONNECT_TIMEOUT_MS on providers that neither deliver nor fail the
+// request (tcp).
+class ListenerWatch {
+ public:
+  // Refusals for this long, with no answer meanwhile, are a verdict.
+  static constexpr std::chrono::seconds kRefusedFor{2};
+  // Nothing set (no links, or the handle names no process): never fails.
+  void watch(std::shared_ptr<PeerLinks> links, const PeerIdentity& listener, uint64_t secret,
+             std::string name);
+  // ncclRemoteError (logged, naming device and peer) once the listening
+  // process is gone; looks at most every 200 ms.
+  ncclResult_t check(const std::string& device, const std::string& peer);
+
+ private:
+  std::shared_ptr<PeerLinks> links_;
+  PeerIdentity listener_;
+  uint64_t secret_ = 0;
+  std::string name_;
+  std::chrono::steady_clock::time_point next_look_{};
+  std::chrono::steady_clock::time_point refused_since_{};
+  ConnectionFault fault_;
 };
 
 class PeerLinks {

@@ -90,7 +90,7 @@ bool TcpListener::accept(TcpStream* out, std::string* error) {
 }
 
 bool TcpStream::connect(const SocketAddress& peer, TcpStream* out, std::string* error,
-                        std::chrono::milliseconds refusal_grace) {
+                        std::chrono::milliseconds refusal_grace, int* error_code) {
   *out = TcpStream();
   out->peer_ = peer;
   out->refusal_grace_ = refusal_grace;
@@ -98,6 +98,7 @@ bool TcpStream::connect(const SocketAddress& peer, TcpStream* out, std::string* 
   // Refused at once (connect() saw the reset): retried as a late refusal is.
   if (err == 0 || (err == ECONNREFUSED && out->may_retry_refusal())) return true;
   *out = TcpStream();
+  if (error_code != nullptr) *error_code = err;
   return false;
 }
 

@@ -65,8 +65,9 @@ class TcpStream {
   // that is there may still refuse one connection on a busy host (seen in
   // CI under ctest -j6: both listeners of a process that was accepting
   // refused one connector). NCCL's own sockets retry a refusal for 20 s.
+  // *error_code (when given): the errno of an immediate failure.
   static bool connect(const SocketAddress& peer, TcpStream* out, std::string* error,
-                      std::chrono::milliseconds refusal_grace = {});
+                      std::chrono::milliseconds refusal_grace = {}, int* error_code = nullptr);
   // Drives a connect started above: Done once connected (and on every call
   // after), Pending, or Failed ("connection refused by 10.0.0.1:4567").
   Progress finish_connect(std::string* error);

@@ -349,9 +349,9 @@ ncclResult_t OfiTransport::listen(int dev, void* handle, ListenComm** listen_com
   ncclResult_t result = rail_endpoints(device, &endpoints);
   if (result != ncclSuccess) return result;
   std::shared_ptr<Endpoint> endpoint = endpoints[0];
-  if (endpoint->local_address_size() > kMaxAddressSize) {
-    WEFT_WARN("%s: endpoint address of %zu bytes does not fit in a %zu-byte handle",
-              endpoint->device_name().c_str(), endpoint->local_address_size(), kMaxAddressSize);
+  if (endpoint->local_address_size() > kMaxListenAddress) {
+    WEFT_WARN("%s: endpoint address of %zu bytes does not fit in a handle (at most %zu)",
+              endpoint->device_name().c_str(), endpoint->local_address_size(), kMaxListenAddress);
     return ncclInternalError;
   }
   uint64_t secret = 0;
@@ -361,7 +361,8 @@ ncclResult_t OfiTransport::listen(int dev, void* handle, ListenComm** listen_com
   setup.extra_rails.assign(endpoints.begin() + 1, endpoints.end());
   setup.close_timeout_ms = static_cast<int>(params_.close_timeout_ms);
   setup.min_stripe = static_cast<size_t>(params_.min_stripe_size);
-  setup.links = peer_links();
+  const std::shared_ptr<PeerLinks> links = peer_links();
+  setup.links = links;
   auto comm = std::make_unique<OfiListenComm>(endpoint, listen_id, secret, std::move(setup));
   result = comm->start();
   if (result != ncclSuccess) {
@@ -373,8 +374,11 @@ ncclResult_t OfiTransport::listen(int dev, void* handle, ListenComm** listen_com
   encoded.fingerprint = first_rail(device).provider_hash;
   encoded.listen_id = listen_id;
   encoded.secret = secret;
-  encoded.payload_size = static_cast<uint8_t>(endpoint->local_address_size());
-  std::memcpy(encoded.payload, endpoint->local_address(), encoded.payload_size);
+  ListenPayload payload;
+  payload.address_size = static_cast<uint8_t>(endpoint->local_address_size());
+  std::memcpy(payload.address, endpoint->local_address(), payload.address_size);
+  if (links) payload.process = links->identity();
+  encoded.payload_size = static_cast<uint8_t>(encode_listen_payload(payload, encoded.payload));
   encode_handle(encoded, handle);
   *listen_comm = comm.release();
   return ncclSuccess;
@@ -409,12 +413,18 @@ ncclResult_t OfiTransport::connect(int dev, const CommConfig&, void* handle, Sen
           std::chrono::milliseconds(std::max<int64_t>(params_.peer_timeout_ms, kMinSilenceMs));
     }
     for (size_t r = 1; r < endpoints.size(); ++r) setup.extra_rails.push_back({endpoints[r]});
-    setup.peer_name = endpoint->address_to_string(decoded.payload, decoded.payload_size);
-    result = endpoint->insert_address(decoded.payload, decoded.payload_size, &setup.peer);
+    ListenPayload payload;
+    std::string problem;
+    if (!decode_listen_payload(decoded.payload, decoded.payload_size, &payload, &problem)) {
+      WEFT_WARN("connect on %s: %s", device.properties.name.c_str(), problem.c_str());
+      return ncclInvalidArgument;
+    }
+    setup.peer_name = endpoint->address_to_string(payload.address, payload.address_size);
+    result = endpoint->insert_address(payload.address, payload.address_size, &setup.peer);
     if (result != ncclSuccess) return result;
-    *out =
-        std::make_unique<OfiSendComm>(std::move(setup), endpoint->next_id(), decoded.listen_id,
-                                      decoded.secret, static_cast<int>(params_.connect_timeout_ms));
+    *out = std::make_unique<OfiSendComm>(std::move(setup), endpoint->next_id(), decoded.listen_id,
+                                         decoded.secret, payload.process,
+                                         static_cast<int>(params_.connect_timeout_ms));
     return ncclSuccess;
   };
   auto step = [](OfiSendComm& comm, bool* connected) { return comm.step_connect(connected); };

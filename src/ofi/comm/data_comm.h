@@ -150,6 +150,7 @@ class OfiDataComm : public Interface {
   // What proves a link hello to this process, for the connection messages
   // (0: no links).
   uint64_t own_link_key() const { return setup_.links ? setup_.links->link_key() : 0; }
+  const std::shared_ptr<PeerLinks>& links() const { return setup_.links; }
   // The link to the peer's process (either side may have opened it; a
   // hello from this side presents the peer's `link_key`).
   void watch_peer(const PeerIdentity& peer, uint64_t link_key) {

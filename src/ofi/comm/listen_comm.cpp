@@ -19,6 +19,7 @@ OfiListenComm::OfiListenComm(std::shared_ptr<Endpoint> endpoint, uint32_t listen
       setup_(std::move(setup)) {}
 
 OfiListenComm::~OfiListenComm() {
+  if (admitted_) setup_.links->revoke(secret_);
   if (opened_) endpoint_->connect_inbox().close(listen_id_);
   endpoint_->release_id(listen_id_);
 }
@@ -26,6 +27,13 @@ OfiListenComm::~OfiListenComm() {
 ncclResult_t OfiListenComm::start() {
   ncclResult_t result = endpoint_->connect_inbox().open(listen_id_);
   opened_ = result == ncclSuccess;
+  // A connecting process opens its liveness link to this one while it
+  // waits for the answer (it watches for this process dying before it
+  // accepts), its hello proven by this listen's secret.
+  if (opened_ && setup_.links) {
+    setup_.links->admit(secret_);
+    admitted_ = true;
+  }
   return result;
 }
 

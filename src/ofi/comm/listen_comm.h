@@ -39,6 +39,7 @@ class OfiListenComm final : public ListenComm {
   uint64_t secret_;
   ListenSetup setup_;
   bool opened_ = false;
+  bool admitted_ = false;                   // secret_ proves link hellos (peer_links.h)
   std::unique_ptr<OfiRecvComm> accepting_;  // created, acknowledgement not yet posted
 };
 

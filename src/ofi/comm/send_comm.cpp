@@ -14,13 +14,15 @@
 namespace weft::ofi {
 
 OfiSendComm::OfiSendComm(CommSetup setup, uint32_t local_id, uint32_t listen_id,
-                         uint64_t listen_secret, int connect_timeout_ms)
+                         uint64_t listen_secret, const PeerIdentity& listener,
+                         int connect_timeout_ms)
     : OfiDataComm<SendComm>(std::move(setup)),
       local_id_(local_id),
       listen_id_(listen_id),
       listen_secret_(listen_secret),
       connect_deadline_(std::chrono::steady_clock::now() +
                         std::chrono::milliseconds(connect_timeout_ms)) {
+  listener_watch_.watch(links(), listener, listen_secret, peer_name());
   for (uint32_t slot = 0; slot < 2; ++slot) {
     control_ops_[slot].target = this;
     control_ops_[slot].slot = slot;
@@ -38,6 +40,10 @@ ncclResult_t OfiSendComm::step_connect(bool* connected) {
         device_name().c_str(), peer_name().c_str());
     return ncclRemoteError;
   }
+  // The provider may neither deliver the request nor fail it (tcp, to a
+  // process that is gone): its sends return EAGAIN or complete unanswered.
+  ncclResult_t watched = listener_watch_.check(device_name(), peer_name());
+  if (watched != ncclSuccess) return watched;
   if (!registered_) {
     ncclResult_t result = register_control(&control_, sizeof(control_));
     if (result != ncclSuccess) return result;

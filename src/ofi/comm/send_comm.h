@@ -17,9 +17,10 @@ namespace weft::ofi {
 
 class OfiSendComm final : public OfiDataComm<SendComm>, public CompletionTarget {
  public:
-  // `listen_id` and `listen_secret`: the listener's, from its handle.
+  // `listen_id`, `listen_secret` and `listener` (its process; token 0:
+  // not named): the listener's, from its handle.
   OfiSendComm(CommSetup setup, uint32_t local_id, uint32_t listen_id, uint64_t listen_secret,
-              int connect_timeout_ms);
+              const PeerIdentity& listener, int connect_timeout_ms);
 
   // Non-blocking connection setup; *connected once the peer acknowledged.
   ncclResult_t step_connect(bool* connected);
@@ -47,6 +48,7 @@ class OfiSendComm final : public OfiDataComm<SendComm>, public CompletionTarget 
   uint32_t listen_id_;
   uint64_t listen_secret_;
   std::chrono::steady_clock::time_point connect_deadline_;
+  ListenerWatch listener_watch_;  // until the acknowledgement
   uint32_t remote_id_ = 0;
   bool connected_ = false;
   bool registered_ = false;

@@ -35,6 +35,48 @@ const char* protocol_name(Protocol protocol) {
   return protocol == Protocol::Rdma ? "rdma" : "tagged";
 }
 
+size_t encode_listen_payload(const ListenPayload& payload, uint8_t* out) {
+  std::memset(out, 0, kMaxHandlePayload);
+  out[0] = payload.address_size;
+  std::memcpy(out + 1, payload.address, payload.address_size);
+  size_t size = 1 + size_t{payload.address_size};
+  if (payload.process.token != 0 && size + PeerIdentity::kPackedSize <= kMaxHandlePayload) {
+    payload.process.pack(out + size);
+    size += PeerIdentity::kPackedSize;
+  }
+  return size;
+}
+
+bool decode_listen_payload(const uint8_t* bytes, size_t size, ListenPayload* payload,
+                           std::string* error) {
+  if (size < 2 || bytes[0] == 0 || bytes[0] > kMaxListenAddress) {
+    *error = "listen handle carries no valid address";
+    return false;
+  }
+  ListenPayload decoded;
+  decoded.address_size = bytes[0];
+  const size_t address_end = 1 + size_t{decoded.address_size};
+  if (size != address_end && size != address_end + PeerIdentity::kPackedSize) {
+    *error = "listen handle's payload of " + std::to_string(size) + " bytes does not hold a " +
+             std::to_string(decoded.address_size) + "-byte address (and a process identity)";
+    return false;
+  }
+  std::memcpy(decoded.address, bytes + 1, decoded.address_size);
+  if (size > address_end) {
+    if (!PeerIdentity::unpack(bytes + address_end, PeerIdentity::kPackedSize, &decoded.process,
+                              error)) {
+      *error = "listen handle: " + *error;
+      return false;
+    }
+    if (decoded.process.token == 0) {
+      *error = "listen handle carries an empty process identity";
+      return false;
+    }
+  }
+  *payload = decoded;
+  return true;
+}
+
 void encode_connect_request(const ConnectRequest& request, uint8_t* out) {
   std::memset(out, 0, kConnectRequestSize);
   put_le32(out, kConnectMagic);

@@ -1,8 +1,12 @@
 // Bytes that travel between libfabric peers while a connection is set up:
-// the connect request and its acknowledgement (the listen handle is core's,
-// core/handle_header.h). Every decoder validates what it reads: these bytes
+// the listen handle's payload (its header is core's, core/handle_header.h),
+// the connect request and its acknowledgement. Every decoder validates what it reads: these bytes
 // come from outside the process. Little-endian (docs/wire-formats.md):
 //
+// Listen payload (1 + address size, + 32): 0 address size u8, 1 the
+//   listener's libfabric address, then, where the listening process has
+//   liveness links, its identity (core/peer_links.h, 32 bytes): the
+//   connecting side watches that process while it waits for the answer.
 // Request (160): 0 magic u32 "WFTC", 4 version u8, 5 address size u8,
 //   6 protocol u8, 7 rails u8, 8 connector comm id u32, 12 the listener id
 //   of the handle u32 (every request of an endpoint arrives at one tag,
@@ -45,6 +49,18 @@ enum class Protocol : uint8_t { Tagged = 0, Rdma = 1 };
 const char* protocol_name(Protocol protocol);
 // The listener's address travels as the handle's payload.
 constexpr size_t kMaxAddressSize = kMaxHandlePayload;  // 96 bytes
+
+struct ListenPayload {
+  uint8_t address_size = 0;
+  uint8_t address[kMaxAddressSize] = {};
+  PeerIdentity process;  // token 0: not in the handle
+};
+// The longest address a handle carries (its size byte first).
+constexpr size_t kMaxListenAddress = kMaxHandlePayload - 1;
+// Returns the payload's size; the identity goes in only where it fits.
+size_t encode_listen_payload(const ListenPayload& payload, uint8_t* out);
+bool decode_listen_payload(const uint8_t* bytes, size_t size, ListenPayload* payload,
+                           std::string* error);
 
 struct ConnectRequest {
   uint32_t listener_id = 0;  // the handle's: which listener of the endpoint

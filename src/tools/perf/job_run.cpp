@@ -126,6 +126,12 @@ class JobRank {
     report.base_fds = report.max_fds = open_fds();
     const auto t0 = Clock::now();
     std::vector<Bytes> handles = listen_all();
+    if (boot_.rank() == opts_.job_kill_rank) {
+      // A rank that crashes during setup, its listens open and unaccepted.
+      std::fprintf(stderr, "weft-perf (rank %d): killing itself (--kill-rank)\n", boot_.rank());
+      std::fflush(stderr);
+      ::raise(SIGKILL);
+    }
     const auto t1 = Clock::now();
     connect_all(handles, &report);
     const auto t2 = Clock::now();
@@ -199,18 +205,28 @@ class JobRank {
     sends_.assign(comms_.sends.size(), nullptr);
     recvs_.assign(comms_.recvs.size(), nullptr);
     size_t left = sends_.size() + recvs_.size();
+    std::map<int, std::string> failed;  // peer rank -> the first failure with it
     auto last_progress = Clock::now();
     auto next_fd_sample = Clock::now();
     while (left > 0) {
       const size_t before = left;
       for (size_t k = 0; k < sends_.size(); ++k) {
-        if (sends_[k]) continue;
-        check_on("connect", client_->connect(opts_.dev, handles[k].data(), &sends_[k]),
-                 comms_.sends[k]);
+        if (sends_[k] || failed.count(comms_.sends[k].peer)) continue;
+        const ncclResult_t r = client_->connect(opts_.dev, handles[k].data(), &sends_[k]);
+        if (r != ncclSuccess) {
+          // That rank is gone (or refuses us): the rest of the job still
+          // connects, so that every rank's error names the rank that
+          // failed rather than the first rank that gave up.
+          failed[comms_.sends[k].peer] = std::string("connect with ") +
+                                         where(comms_.sends[k].peer, comms_.sends[k].lane) +
+                                         " returned " + nccl_result_name(r);
+          last_progress = Clock::now();
+          continue;
+        }
         if (sends_[k]) --left;
       }
       for (size_t k = 0; k < recvs_.size(); ++k) {
-        if (recvs_[k]) continue;
+        if (recvs_[k] || failed.count(comms_.recvs[k].peer)) continue;
         check_on("accept", client_->accept(listens_[k], &recvs_[k]), comms_.recvs[k]);
         if (recvs_[k]) {
           check_on("closeListen", client_->close_listen(listens_[k]), comms_.recvs[k]);
@@ -218,6 +234,7 @@ class JobRank {
           --left;
         }
       }
+      if (!failed.empty() && left == unresolved_with(failed)) break;
       const auto now = Clock::now();
       if (now >= next_fd_sample) {
         report->max_fds = std::max(report->max_fds, open_fds());
@@ -225,8 +242,26 @@ class JobRank {
       }
       if (left != before) last_progress = now;
       if (now - last_progress > std::chrono::seconds(opts_.timeout_s))
-        throw PerfError(pending_text(left));
+        throw PerfError(pending_text(left) + failed_text(failed));
     }
+    if (!failed.empty()) throw PerfError(failed_text(failed).substr(2));
+  }
+
+  // Comms not connected whose peer is one of `failed`.
+  size_t unresolved_with(const std::map<int, std::string>& failed) const {
+    size_t n = 0;
+    for (size_t k = 0; k < sends_.size(); ++k)
+      n += !sends_[k] && failed.count(comms_.sends[k].peer) ? 1 : 0;
+    for (size_t k = 0; k < recvs_.size(); ++k)
+      n += !recvs_[k] && failed.count(comms_.recvs[k].peer) ? 1 : 0;
+    return n;
+  }
+
+  static std::string failed_text(const std::map<int, std::string>& failed) {
+    std::string text;
+    for (const auto& [peer, what] : failed)
+      text += "; " + what + " (the plugin's log says why; its other comms not waited for)";
+    return text;
   }
 
   // Which comms are not connected, by peer rank: what a stalled setup names.

@@ -293,6 +293,9 @@ then checked bytes and a bandwidth round on every comm; rank 0 reports):
   --max-kib-per-comm K, --max-fds-per-peer F
                        fail (exit 1) when a rank's memory per comm or fds
                        per peer rank pass K or F at their high-water marks
+  --kill-rank R        rank R (not 0) kills itself once the handles are
+                       exchanged, before it connects or accepts: every rank
+                       with comms to it must fail naming it (exit 1)
   Under mpirun, srun or scripts/weft-job.sh (ranks in network namespaces of
   one host) the ranks come from the launcher's variables, rank 0 at
   $WEFT_PERF_SERVER (or as for two ranks). docs/weft-perf.md, "Jobs".
@@ -548,6 +551,9 @@ std::optional<Options> parse_options(int argc, char** argv, const std::string& d
     } else if (arg == "--max-kib-per-comm") {
       o.job_max_kib_per_comm = positive_number(arg, next());
       have_job_bounds = true;
+    } else if (arg == "--kill-rank") {
+      o.job_kill_rank = int_in_range(arg, next(), 1, 4095);
+      have_job_bounds = true;
     } else if (arg == "--max-fds-per-peer") {
       o.job_max_fds_per_peer = positive_number(arg, next());
       have_job_bounds = true;
@@ -647,7 +653,8 @@ std::optional<Options> parse_options(int argc, char** argv, const std::string& d
   }
   if (have_ranks || have_rank || o.channels != 1 || have_job_bounds) {
     throw UsageError(
-        "--ranks, --rank, --channels, --max-kib-per-comm and --max-fds-per-peer apply to --job");
+        "--ranks, --rank, --channels, --max-kib-per-comm, --max-fds-per-peer and --kill-rank "
+        "apply to --job");
   }
   if (o.min_bytes > o.max_bytes) throw UsageError("--min-bytes is larger than --max-bytes");
   if (o.role == Role::client && o.host.empty()) throw UsageError("--client needs a host");

@@ -81,6 +81,9 @@ struct Options {
   // high-water mark, fds per peer rank at theirs.
   double job_max_kib_per_comm = 0;
   double job_max_fds_per_peer = 0;
+  // A rank that kills itself (SIGKILL) once the handles are exchanged,
+  // before it connects or accepts (-1: none): the others must fail naming it.
+  int job_kill_rank = -1;
 
   // Tests and sweep.
   std::vector<TestKind> tests = {TestKind::latency, TestKind::bw};
