@@ -295,16 +295,10 @@ class JobRank {
   void move_bytes(RankReport* report) {
     const size_t size = opts_.job_bytes;
     const int iters = opts_.job_iters;
-    constexpr int kSlots = 2;
-    // Message m of a comm goes in slot m % 2 with tag m % 2, on both sides.
-    struct Side {
-      HostBuffer buffer;  // send: one message; receive: kSlots
-      void* mhandle = nullptr;
-      void* request[kSlots] = {};
-      int message[kSlots] = {};  // the message a slot's request carries
-      int posted = 0;
-    };
-    std::vector<Side> sends(sends_.size()), recvs(recvs_.size());
+    send_sides_ = std::vector<Side>(sends_.size());
+    recv_sides_ = std::vector<Side>(recvs_.size());
+    std::vector<Side>& sends = send_sides_;
+    std::vector<Side>& recvs = recv_sides_;
     for (size_t k = 0; k < sends.size(); ++k) {
       const JobLink& link = comms_.sends[k];
       sends[k].buffer = HostBuffer(std::max<size_t>(size, 1));
@@ -401,17 +395,23 @@ class JobRank {
       }
     }
     report->data_s = seconds_between(t0, Clock::now());
-    for (size_t k = 0; k < sends.size(); ++k) client_->dereg_mr(sends_[k], sends[k].mhandle);
-    for (size_t k = 0; k < recvs.size(); ++k) client_->dereg_mr(recvs_[k], recvs[k].mhandle);
   }
 
   void close_all() {
+    auto deregister = [&](std::vector<Side>& sides, std::vector<void*>& comms) {
+      for (size_t k = 0; k < sides.size() && k < comms.size(); ++k)
+        if (sides[k].mhandle && comms[k]) client_->dereg_mr(comms[k], sides[k].mhandle);
+    };
+    deregister(send_sides_, sends_);
+    deregister(recv_sides_, recvs_);
     for (void*& c : sends_)
       if (c) client_->close_send(std::exchange(c, nullptr));
     for (void*& c : recvs_)
       if (c) client_->close_recv(std::exchange(c, nullptr));
     for (void*& c : listens_)
       if (c) client_->close_listen(std::exchange(c, nullptr));
+    send_sides_.clear();
+    recv_sides_.clear();
   }
 
   const Options& opts_;
@@ -420,6 +420,18 @@ class JobRank {
   void* opener_ = nullptr;
   RankComms comms_;
   std::vector<void*> listens_, sends_, recvs_;
+  // Message m of a comm goes in slot m % 2 with tag m % 2, on both sides.
+  static constexpr int kSlots = 2;
+  struct Side {
+    HostBuffer buffer;  // send: one message; receive: kSlots
+    void* mhandle = nullptr;
+    void* request[kSlots] = {};
+    int message[kSlots] = {};  // the message a slot's request carries
+    int posted = 0;
+  };
+  // Members, freed only after close_all(): a run that fails mid-transfer
+  // closes its comms, requests in flight, before their buffers go.
+  std::vector<Side> send_sides_, recv_sides_;
 };
 
 double median_of(std::vector<double> v) {
