@@ -157,6 +157,42 @@ void JobBootstrap::barrier() {
   }
 }
 
+std::vector<int> JobBootstrap::settle() {
+  std::vector<int> gone;
+  if (rank_ != 0) {
+    send_bytes(link(0), {});
+    const Bytes list = recv_bytes(link(0));
+    for (size_t at = 0; at + sizeof(int32_t) <= list.size(); at += sizeof(int32_t)) {
+      int32_t r = 0;
+      std::memcpy(&r, list.data() + at, sizeof(r));
+      gone.push_back(r);
+    }
+    return gone;
+  }
+  std::vector<bool> alive(static_cast<size_t>(ranks_), true);
+  for (int r = 1; r < ranks_; ++r) {
+    try {
+      recv_bytes(link(r));
+    } catch (const PerfError&) {
+      alive[static_cast<size_t>(r)] = false;
+      gone.push_back(r);
+    }
+  }
+  Bytes list;
+  for (int32_t r : gone) {
+    const auto* b = reinterpret_cast<const uint8_t*>(&r);
+    list.insert(list.end(), b, b + sizeof(r));
+  }
+  for (int r = 1; r < ranks_; ++r) {
+    if (!alive[static_cast<size_t>(r)]) continue;
+    try {
+      send_bytes(link(r), list);
+    } catch (const PerfError&) {
+    }
+  }
+  return gone;
+}
+
 void JobBootstrap::send_error(const std::string& text) noexcept {
   if (rank_ != 0) {
     if (!links_.empty()) links_[0].send_error(text);

@@ -31,6 +31,10 @@ class JobBootstrap {
   // Rank 0 returns every rank's `mine`, by rank; the others an empty list.
   std::vector<Bytes> gather(const Bytes& mine);
   void barrier();
+  // A barrier that survives ranks that died: rank 0 waits for every rank
+  // to arrive or be gone (its connection closed), then tells the living
+  // ones which ranks are gone. Every rank gets that list (empty: none).
+  std::vector<int> settle();
   // Best effort, never throws: rank 0 tells every rank, another rank tells
   // rank 0, why it stops.
   void send_error(const std::string& text) noexcept;

@@ -133,14 +133,29 @@ class JobRank {
       ::raise(SIGKILL);
     }
     const auto t1 = Clock::now();
-    connect_all(handles, &report);
+    // A rank whose setup failed stays (its comms open) until every rank
+    // is done or gone: leaving at once would fail its peers' connects to
+    // it, and their errors would name it instead of the rank that died.
+    std::string failure;
+    try {
+      connect_all(handles, &report);
+    } catch (const PerfError& e) {
+      failure = e.what();
+    }
     const auto t2 = Clock::now();
+    const std::vector<int> gone = boot_.settle();
+    if (!failure.empty()) throw PerfError(failure);
+    if (!gone.empty()) {
+      std::string list;
+      for (int r : gone) list += (list.empty() ? "" : ", ") + std::to_string(r);
+      throw PerfError("rank" + std::string(gone.size() > 1 ? "s " : " ") + list +
+                      " left the job during setup");
+    }
     report.listen_s = seconds_between(t0, t1);
     report.connect_s = seconds_between(t1, t2);
     report.setup_hwm_kib = memory_now().hwm_kib;
     report.after_fds = open_fds();
     report.max_fds = std::max(report.max_fds, report.after_fds);
-    boot_.barrier();
     move_bytes(&report);
     report.data_hwm_kib = memory_now().hwm_kib;
     boot_.barrier();
