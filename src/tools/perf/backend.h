@@ -19,6 +19,10 @@
 
 #include "errors.h"
 
+namespace weft {
+class NetClient;
+}
+
 namespace weft::perf {
 
 class Bootstrap;
@@ -152,6 +156,10 @@ class ScopedRegistration {
 };
 
 std::unique_ptr<Backend> make_plugin_backend(const Options& opts);
+// The ncclNet plugin at opts.plugin_path (table opts.abi, 0: the newest),
+// initialized, with device opts.dev; throws PerfError naming what failed.
+// The two-rank tests' backend and the job runner (job_run.h) start so.
+std::unique_ptr<NetClient> open_plugin_device(const Options& opts);
 std::unique_ptr<Backend> make_raw_ofi_backend(const Options& opts);
 
 }  // namespace weft::perf

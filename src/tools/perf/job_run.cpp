@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "backend.h"
 #include "data_check.h"
 #include "errors.h"
 #include "host_buffer.h"
@@ -88,16 +89,7 @@ std::string where(int peer, int lane) {
 class JobRank {
  public:
   JobRank(const Options& opts, JobBootstrap& boot) : opts_(opts), boot_(boot) {
-    std::string error;
-    client_ = NetClient::load(opts.plugin_path, 0, error);
-    if (!client_) throw PerfError("plugin: " + error);
-    check("init", client_->init());
-    int ndev = 0;
-    check("devices", client_->devices(&ndev));
-    if (opts.dev >= ndev) {
-      throw PerfError("plugin: device " + std::to_string(opts.dev) + " requested but " +
-                      client_->plugin_name() + " reports " + std::to_string(ndev) + " device(s)");
-    }
+    client_ = open_plugin_device(opts);
     // A listen opens the device (libfabric's endpoint, its provider pools)
     // before the baseline: the figures are then what the comms cost.
     char handle[NCCL_NET_HANDLE_MAXSIZE] = {};

@@ -37,23 +37,13 @@ std::string ptr_support_text(int bits) {
 class PluginBackend final : public Backend {
  public:
   explicit PluginBackend(const Options& opts) : opts_(opts) {
-    std::string error;
     // One-sided runs need only the RMA/GIN table: a library with no net
     // table (a vendor's libnccl-rma.so) can be measured too.
     if (opts.runs_one_sided()) {
       open_rma();
       return;
     }
-    client_ = NetClient::load(opts.plugin_path, opts.abi, error);
-    if (!client_) throw PerfError("plugin: " + error);
-    check("init", client_->init());
-    int ndev = 0;
-    check("devices", client_->devices(&ndev));
-    if (opts.dev >= ndev) {
-      throw PerfError("plugin: device " + std::to_string(opts.dev) + " requested but " +
-                      client_->plugin_name() + " reports " + std::to_string(ndev) +
-                      " device(s) (see --dev)");
-    }
+    client_ = open_plugin_device(opts);
     check("getProperties", client_->properties(opts.dev, &info_));
     if ((info_.ptr_support & NCCL_PTR_HOST) == 0) {
       throw PerfError("plugin: device " + std::to_string(opts.dev) +
@@ -361,6 +351,27 @@ class PluginBackend final : public Backend {
 };
 
 }  // namespace
+
+std::unique_ptr<NetClient> open_plugin_device(const Options& opts) {
+  std::string error;
+  std::unique_ptr<NetClient> client = NetClient::load(opts.plugin_path, opts.abi, error);
+  if (!client) throw PerfError("plugin: " + error);
+  auto check = [&](const char* what, ncclResult_t r) {
+    if (r != ncclSuccess) {
+      throw PerfError(std::string("plugin ") + client->plugin_name() + ": " + what +
+                      " failed: " + nccl_result_name(r));
+    }
+  };
+  check("init", client->init());
+  int ndev = 0;
+  check("devices", client->devices(&ndev));
+  if (opts.dev >= ndev) {
+    throw PerfError("plugin: device " + std::to_string(opts.dev) + " requested but " +
+                    client->plugin_name() + " reports " + std::to_string(ndev) +
+                    " device(s) (see --dev)");
+  }
+  return client;
+}
 
 std::unique_ptr<Backend> make_plugin_backend(const Options& opts) {
   return std::make_unique<PluginBackend>(opts);
