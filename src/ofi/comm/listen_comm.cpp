@@ -4,7 +4,6 @@
 
 #include <algorithm>
 
-#include "core/listen_secret.h"
 #include "ofi/fabric/provider_quirks.h"
 #include "weft/log.h"
 
@@ -25,7 +24,7 @@ OfiListenComm::~OfiListenComm() {
 }
 
 ncclResult_t OfiListenComm::start() {
-  ncclResult_t result = endpoint_->connect_inbox().open(listen_id_);
+  ncclResult_t result = endpoint_->connect_inbox().open(listen_id_, secret_);
   opened_ = result == ncclSuccess;
   // A connecting process opens its liveness link to this one while it
   // waits for the answer (it watches for this process dying before it
@@ -45,15 +44,8 @@ ncclResult_t OfiListenComm::accept(RecvComm** recv_comm) {
     ConnectRequest request;
     bool arrived = false;
     result = endpoint_->connect_inbox().take(listen_id_, &request, &arrived);
+    // The inbox kept it only as it presented this listener's secret.
     if (result != ncclSuccess || !arrived) return result;
-    if (!listen_secret_matches(secret_, request.secret)) {
-      // Nothing of it is kept and nothing answers it: the sender learns
-      // nothing, and the next request is taken as before.
-      log_refused_connect(device_name_ + " listener " + std::to_string(listen_id_),
-                          "a peer that names itself " +
-                              endpoint_->address_to_string(request.address, request.address_size));
-      return ncclSuccess;
-    }
     Protocol own = endpoint_->rdma() ? Protocol::Rdma : Protocol::Tagged;
     if (request.protocol != own) {
       // The acknowledgement names ours: the connecting side fails with this.

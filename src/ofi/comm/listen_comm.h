@@ -1,7 +1,6 @@
-// Listening side: the connect requests the endpoint's inbox kept for this
-// listener's id (connect_inbox.h). accept() turns each request that
-// presents the handle's secret into a receive comm; one that does not is
-// dropped unanswered.
+// Listening side: accept() turns each connect request the endpoint's inbox
+// kept for this listener (connect_inbox.h: it named this listener's id and
+// presented the handle's secret) into a receive comm.
 #pragma once
 
 #include <memory>

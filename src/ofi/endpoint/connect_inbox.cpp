@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <string>
 
+#include "core/listen_secret.h"
 #include "ofi/endpoint/endpoint.h"
 #include "ofi/endpoint/tag_layout.h"
 #include "ofi/fabric/provider_quirks.h"
@@ -25,7 +26,7 @@ ConnectInbox::~ConnectInbox() {
   if (mr_ != nullptr) endpoint_.domain().close_region(mr_);
 }
 
-ncclResult_t ConnectInbox::open(uint32_t listener_id) {
+ncclResult_t ConnectInbox::open(uint32_t listener_id, uint64_t secret) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (!started_) {
     Registration registration;
@@ -41,13 +42,13 @@ ncclResult_t ConnectInbox::open(uint32_t listener_id) {
     descriptor_ = registration.descriptor;
     started_ = true;
   }
-  waiting_.try_emplace(listener_id);
+  listeners_[listener_id].secret = secret;
   return post_idle();
 }
 
 void ConnectInbox::close(uint32_t listener_id) {
   std::lock_guard<std::mutex> lock(mutex_);
-  waiting_.erase(listener_id);
+  listeners_.erase(listener_id);
   int live = 0;
   for (Receive& receive : receives_) {
     if (!receive.posted || receive.cancelling) continue;
@@ -67,17 +68,17 @@ int ConnectInbox::posted() const {
 }
 
 int ConnectInbox::wanted() const {
-  return static_cast<int>(std::min<size_t>(waiting_.size(), kMaxReceives));
+  return static_cast<int>(std::min<size_t>(listeners_.size(), kMaxReceives));
 }
 
 ncclResult_t ConnectInbox::take(uint32_t listener_id, ConnectRequest* request, bool* got) {
   *got = false;
   std::lock_guard<std::mutex> lock(mutex_);
   ncclResult_t result = handle_arrivals();
-  auto found = waiting_.find(listener_id);
-  if (found != waiting_.end() && !found->second.empty()) {
-    *request = found->second.front();
-    found->second.pop_front();
+  auto found = listeners_.find(listener_id);
+  if (found != listeners_.end() && !found->second.waiting.empty()) {
+    *request = found->second.waiting.front();
+    found->second.waiting.pop_front();
     *got = true;
   }
   return result;
@@ -110,26 +111,44 @@ ncclResult_t ConnectInbox::handle_arrivals() {
 }
 
 void ConnectInbox::route(const Receive& receive) {
+  // Anyone who can reach the endpoint can send here: what is dropped is
+  // logged at most once a second (log_refused_connect), never per request.
+  const std::string where = endpoint_.device_name() + " connect inbox";
   ConnectRequest request;
   std::string problem;
   if (!decode_connect_request(receive.bytes, receive.length, &request, &problem)) {
     // Not fatal for any listener: a stray or corrupt request is dropped.
     dropped_.fetch_add(1, std::memory_order_relaxed);
-    WEFT_WARN("%s: ignoring a connect request: %s", endpoint_.device_name().c_str(),
-              problem.c_str());
+    log_refused_connect(where, "a peer", "ignoring a connect request: " + problem);
     return;
   }
-  auto found = waiting_.find(request.listener_id);
-  if (found == waiting_.end() || found->second.size() >= kMaxWaiting) {
-    // Closed already (its connector gave up and tries another), never
-    // opened, or flooded: the listener that accepts it does not exist.
+  const std::string from = "a peer that names itself " +
+                           endpoint_.address_to_string(request.address, request.address_size);
+  auto found = listeners_.find(request.listener_id);
+  if (found == listeners_.end()) {
+    // Closed already (a stale handle) or never opened.
     dropped_.fetch_add(1, std::memory_order_relaxed);
-    WEFT_INFO(NCCL_INIT, "%s: dropping a connect request for listener %u (%s)",
-              endpoint_.device_name().c_str(), request.listener_id,
-              found == waiting_.end() ? "not listening" : "too many waiting");
+    log_refused_connect(where, from,
+                        "it names listener " + std::to_string(request.listener_id) +
+                            ", which is not listening (a stale handle?)");
     return;
   }
-  found->second.push_back(request);
+  const std::string listener =
+      endpoint_.device_name() + " listener " + std::to_string(request.listener_id);
+  if (!listen_secret_matches(found->second.secret, request.secret)) {
+    // Nothing of it is kept and nothing answers it: the sender learns
+    // nothing, and the genuine request is taken as before.
+    dropped_.fetch_add(1, std::memory_order_relaxed);
+    log_refused_connect(listener, from);
+    return;
+  }
+  if (found->second.waiting.size() >= kMaxWaiting) {
+    dropped_.fetch_add(1, std::memory_order_relaxed);
+    log_refused_connect(listener, from,
+                        std::to_string(kMaxWaiting) + " connects with its secret wait already");
+    return;
+  }
+  found->second.waiting.push_back(request);
 }
 
 ncclResult_t ConnectInbox::post_idle() {

@@ -15,9 +15,12 @@
 // loses those past a few hundred).
 //
 // Completions only mark a receive arrived (they run under the I/O lock);
-// whichever listener calls take() next decodes the arrivals, queues each for
-// the listener it names (a closed or unknown one: dropped) and posts the
-// receives again. Connection setup only: nothing here is on the data path.
+// whichever listener calls take() next decodes the arrivals, keeps each
+// that presents the secret of the listener it names (listen_secret.h) for
+// that listener, drops the rest unanswered (logged at most once a second),
+// and posts the receives again. So nothing that was never handed the
+// handle is kept, and a flood of forgeries cannot crowd out the genuine
+// request. Connection setup only: nothing here is on the data path.
 #pragma once
 
 #include <rdma/fi_domain.h>
@@ -43,8 +46,8 @@ class Endpoint;
 class ConnectInbox final : public CompletionTarget {
  public:
   static constexpr int kMaxReceives = 64;
-  // Requests that wait for one listener's accept(); more are dropped (a
-  // listener accepts one connect, NCCL's never more than a few).
+  // Proven requests that wait for one listener's accept(); more are
+  // dropped (a listener accepts one connect, NCCL's never more than a few).
   static constexpr size_t kMaxWaiting = 64;
 
   explicit ConnectInbox(Endpoint& endpoint);
@@ -52,20 +55,21 @@ class ConnectInbox final : public CompletionTarget {
   ConnectInbox(const ConnectInbox&) = delete;
   ConnectInbox& operator=(const ConnectInbox&) = delete;
 
-  // Requests naming `listener_id` are kept for it from now on. The first
-  // listener registers the receives.
-  ncclResult_t open(uint32_t listener_id);
+  // Requests naming `listener_id` and presenting `secret` are kept for it
+  // from now on. The first listener registers the receives.
+  ncclResult_t open(uint32_t listener_id, uint64_t secret);
   // Drops what waits for it; later requests naming it are dropped. Cancels
   // the receives beyond the open listeners'.
   void close(uint32_t listener_id);
   // Receives posted now, cancelled ones included (tests).
   int posted() const;
-  // The oldest request that arrived for `listener_id` in *request, *got
+  // The oldest proven request that arrived for `listener_id` in *request, *got
   // false when none did. Handles every arrival first. Fails only when the
   // receives cannot be posted again or one failed in the provider.
   ncclResult_t take(uint32_t listener_id, ConnectRequest* request, bool* got);
 
-  // Requests dropped: undecodable, for no open listener, or beyond kMaxWaiting.
+  // Requests dropped: undecodable, for no open listener, without its
+  // secret, or beyond kMaxWaiting.
   uint64_t dropped() const { return dropped_.load(std::memory_order_relaxed); }
 
   void on_complete(uint32_t slot, size_t length, const uint64_t* remote_data) override;
@@ -99,7 +103,11 @@ class ConnectInbox final : public CompletionTarget {
   void* descriptor_ = nullptr;
   std::optional<std::chrono::steady_clock::time_point> unposted_since_;  // none posted since
   Receive receives_[kMaxReceives];
-  std::unordered_map<uint32_t, std::deque<ConnectRequest>> waiting_;  // by open listener
+  struct Listener {
+    uint64_t secret = 0;
+    std::deque<ConnectRequest> waiting;
+  };
+  std::unordered_map<uint32_t, Listener> listeners_;  // the open ones, by id
   std::atomic<uint64_t> dropped_{0};
 };
 

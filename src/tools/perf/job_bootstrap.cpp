@@ -91,8 +91,14 @@ void JobBootstrap::send_bytes(Bootstrap& to, const Bytes& bytes) {
 
 Bytes JobBootstrap::recv_bytes(Bootstrap& from) {
   const auto length = from.recv_pod<uint64_t>(MsgKind::job);
-  if (length > (uint64_t{1} << 32))
-    throw PerfError("bootstrap: a job message of " + std::to_string(length) + " bytes");
+  // The largest a job sends is one rank's handles for all the others
+  // (63 peers x 16,384 channels x 132 bytes: 136 MB); more is garbage.
+  constexpr uint64_t kMaxMessage = uint64_t{256} << 20;
+  if (length > kMaxMessage) {
+    throw PerfError("bootstrap: " + from.peer() + " announces a job message of " +
+                    std::to_string(length) + " bytes (at most " + std::to_string(kMaxMessage) +
+                    ")");
+  }
   Bytes bytes(length);
   constexpr size_t kFrame = size_t{8} << 20;
   for (size_t at = 0; at < bytes.size(); at += kFrame)
