@@ -20,12 +20,13 @@ namespace {
 
 enum class Defect {
   kNone,
-  kSignalFirst,  // the signal goes before the data it covers
-  kLoseSignal,   // iputSignal moves the data and drops the signal
-  kNullRequest,  // iput returns success with no request
-  kHostDevice,   // getProperties says NCCL_NET_DEVICE_HOST
-  kWrapRank,     // a rank past the comm is taken modulo the comm
-  kSkewedGet,    // iget reads 1 byte further on than asked
+  kSignalFirst,   // the signal goes before the data it covers
+  kLoseSignal,    // iputSignal moves the data and drops the signal
+  kNullRequest,   // iput returns success with no request
+  kHostDevice,    // getProperties says NCCL_NET_DEVICE_HOST
+  kWrapRank,      // a rank past the comm is taken modulo the comm
+  kSkewedGet,     // iget reads 1 byte further on than asked
+  kMeetEveryone,  // connect reads from every rank before it returns
 };
 
 Defect g_defect = Defect::kNone;
@@ -41,6 +42,7 @@ Defect parse_defect() {
   if (value == "host-device") return Defect::kHostDevice;
   if (value == "wrap-rank") return Defect::kWrapRank;
   if (value == "skewed-get") return Defect::kSkewedGet;
+  if (value == "meet-everyone") return Defect::kMeetEveryone;
   if (!value.empty()) std::fprintf(stderr, "faulty rma: unknown defect '%s'\n", value.c_str());
   return Defect::kNone;
 }
@@ -69,9 +71,43 @@ ncclResult_t get_properties(int dev, ncclNetProperties_v12_t* props) {
   return result;
 }
 
+// An eager connect, as full-mesh plugins do: 8 bytes read from every rank
+// through a region of the fixture's own, so the provider meets them all.
+ncclResult_t meet_everyone(void* comm, int nranks) {
+  static uint64_t word = 0;
+  void* mr = nullptr;
+  ncclResult_t result = g_target->regMrSym(comm, &word, sizeof word, NCCL_PTR_HOST, 0, &mr);
+  if (result != ncclSuccess) return result;
+  ncclRmaConfig_v14_t config{1, -1, 1};
+  void* context = nullptr;
+  result = g_target->createContext(comm, &config, &context);
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  for (int r = 0; r < nranks && result == ncclSuccess; ++r) {
+    void* request = nullptr;
+    result =
+        g_target->iget(context, 0, 0, mr, sizeof word, 0, mr, static_cast<uint32_t>(r), &request);
+    for (int done = 0; result == ncclSuccess && !done;) {
+      result = g_target->test(comm, request, &done);
+      if (result == ncclSuccess) result = g_target->rmaProgress(context);
+      if (std::chrono::steady_clock::now() > deadline) result = ncclSystemError;
+    }
+  }
+  // Every rank answers the others' reads until all are done.
+  for (auto until = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+       result == ncclSuccess && std::chrono::steady_clock::now() < until;) {
+    result = g_target->rmaProgress(context);
+  }
+  if (context != nullptr) g_target->destroyContext(context);
+  g_target->deregMrSym(comm, mr);
+  return result;
+}
+
 ncclResult_t connect(void* ctx, void* handles[], int nranks, int rank, void* listen, void** comm) {
   ncclResult_t result = g_target->connect(ctx, handles, nranks, rank, listen, comm);
   g_last_comm = *comm;
+  if (result == ncclSuccess && g_defect == Defect::kMeetEveryone) {
+    result = meet_everyone(*comm, nranks);
+  }
   return result;
 }
 

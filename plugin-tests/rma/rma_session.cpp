@@ -97,7 +97,7 @@ Session::~Session() {
   close();
 }
 
-std::string Session::open() {
+std::string Session::open(const std::function<void()>& before_connect) {
   std::string error;
   if (!table_.load(ft::plugin_path(), table_under_test(), &error)) return error;
   if (ncclResult_t r = table_.init(&context_, log_sink); r != ncclSuccess)
@@ -126,6 +126,7 @@ std::string Session::open() {
     return failed_call("listen", r);
   }
   if (!team_.barrier()) return "barrier after listen timed out";
+  if (before_connect) before_connect();
   std::vector<void*> handles(static_cast<size_t>(team_.size()));
   for (int r = 0; r < team_.size(); ++r) handles[r] = team_.handle(r);
   ncclResult_t r =

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -35,8 +36,9 @@ class Session {
  public:
   explicit Session(Team& team) : team_(team) {}
   ~Session();
-  // Loads the table, inits, listens on device 0, swaps handles, connects.
-  std::string open();
+  // Loads the table, inits, listens on device 0, swaps handles, connects
+  // (calling `before_connect` just before).
+  std::string open(const std::function<void()>& before_connect = {});
   std::string close();
 
   const RmaClient& table() const { return table_; }

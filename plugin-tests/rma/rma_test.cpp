@@ -1,6 +1,7 @@
 // The one-sided suite: every check runs in N ranks (WEFT_TEST_RANKS, 4 when
 // unset), each its own process, through the table WEFT_TEST_RMA_TABLE
 // names, and checks real bytes.
+#include <dirent.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -9,6 +10,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <functional>
 #include <memory>
 #include <thread>
@@ -110,6 +112,57 @@ std::vector<size_t> transfer_sizes() {
     if (size <= largest_transfer()) sizes.push_back(size);
   }
   return sizes;
+}
+
+// What a process holds per peer, on the providers where it shows: open
+// file descriptors (tcp: a socket per connection) and mappings (shm: a
+// peer's region, mapped when its address is inserted).
+struct PeerResources {
+  int fds = 0;
+  int mappings = 0;
+  int total() const { return fds + mappings; }
+  std::string text() const {
+    return std::to_string(fds) + " fds, " + std::to_string(mappings) + " mappings";
+  }
+};
+
+PeerResources count_resources() {
+  PeerResources counted;
+  if (DIR* dir = ::opendir("/proc/self/fd"); dir != nullptr) {
+    while (const dirent* entry = ::readdir(dir)) counted.fds += entry->d_name[0] != '.';
+    ::closedir(dir);
+  }
+  std::ifstream maps("/proc/self/maps");
+  for (std::string line; std::getline(maps, line);) ++counted.mappings;
+  return counted;
+}
+
+// Puts a 4 KiB block and a signal to each of `peers`, then waits for a
+// signal from each of `senders` and checks their blocks. The window holds
+// one block per sender, the signals one word per sender.
+std::string put_to_peers(Session& session, const RmaTarget& target, HostBuffer& source,
+                         void* source_mr, HostBuffer& window, void* window_mr, HostBuffer& signals,
+                         void* signals_mr, const std::vector<int>& peers,
+                         const std::vector<int>& senders, uint64_t round) {
+  constexpr size_t kBlock = 4096;
+  const int me = session.team().rank();
+  for (int peer : peers) {
+    uint8_t* block = source.data + static_cast<size_t>(peer) * kBlock;
+    fill_pattern(block, kBlock, me, peer, static_cast<uint32_t>(round));
+    void* request = nullptr;
+    RT_CALL("iputSignal",
+            session.table().put_signal(target, 0, static_cast<uint64_t>(peer) * kBlock, source_mr,
+                                       kBlock, static_cast<uint64_t>(me) * kBlock, window_mr,
+                                       static_cast<uint32_t>(peer), 8 * static_cast<uint64_t>(me),
+                                       signals_mr, 1, NCCL_NET_SIGNAL_OP_ADD, true, &request));
+    RT_TRY(session.wait(target, request, "iputSignal"));
+  }
+  for (int sender : senders) {
+    RT_TRY(session.wait_signal(target, signals.data + 8 * sender, round, "a peer's signal"));
+    RT_TRY(check_pattern(window.data + static_cast<size_t>(sender) * kBlock, kBlock, sender, me,
+                         static_cast<uint32_t>(round)));
+  }
+  return "";
 }
 
 }  // namespace
@@ -541,6 +594,71 @@ TEST_CASE("threads drive their own context blocks at once", "[rma][threads]") {
   });
 }
 
+TEST_CASE("a one-sided comm holds resources only for the ranks it talks to", "[.][rma][lazy]") {
+  // 16 ranks; each talks to two (rank ^ 1 and rank ^ 2, so each is talked
+  // to by the same two). What connect, registration and a context cost
+  // must not grow with the ranks; two peers' traffic may add two peers'
+  // worth. Then every rank talks to every rank: the count must grow, or it
+  // does not see peers on this provider and proves nothing.
+  constexpr int kRanks = 16;
+  require_passed(run_team(
+      kRanks,
+      [](Team& team) -> std::string {
+        const int n = team.size();
+        const int me = team.rank();
+        HostBuffer source(4096 * n);
+        HostBuffer window(4096 * n);
+        HostBuffer signals(8 * n);
+        Session session(team);
+        PeerResources before;
+        RT_TRY(session.open([&] { before = count_resources(); }));
+        RmaTarget target;
+        RT_TRY(session.make_target(1, &target));
+        void* source_mr = nullptr;
+        void* window_mr = nullptr;
+        void* signals_mr = nullptr;
+        Regions regions(session);
+        RT_TRY(regions.add(source, &source_mr));
+        RT_TRY(regions.add(window, &window_mr));
+        RT_TRY(regions.add(signals, &signals_mr));
+        RT_TRY(session.barrier(target));
+        const PeerResources setup = count_resources();
+        const std::vector<int> two = {me ^ 1, me ^ 2};
+        RT_TRY(put_to_peers(session, target, source, source_mr, window, window_mr, signals,
+                            signals_mr, two, two, 1));
+        RT_TRY(session.barrier(target));
+        const PeerResources talked = count_resources();
+        std::vector<int> others;
+        for (int r = 0; r < n; ++r) {
+          if (r != two[0] && r != two[1]) others.push_back(r);
+        }
+        RT_TRY(put_to_peers(session, target, source, source_mr, window, window_mr, signals,
+                            signals_mr, others, others, 1));
+        RT_TRY(session.barrier(target));
+        const PeerResources all = count_resources();
+        RT_TRY(regions.release());
+        RT_CALL("destroyContext", session.table().destroy_context(target));
+        std::string counts = "before " + before.text() + "; after setup " + setup.text() +
+                             "; after two peers " + talked.text() + "; after all " + all.text();
+        if (std::getenv("WEFT_TEST_RMA_LOG") != nullptr) {
+          std::fprintf(stderr, "rank %d: %s\n", me, counts.c_str());
+        }
+        if (setup.total() - before.total() > 2) {
+          return "connect and registration hold per-peer resources: " + counts;
+        }
+        if (talked.total() - setup.total() > 6) {
+          return "two peers' traffic holds more than two peers' resources: " + counts;
+        }
+        if (all.total() - talked.total() < 8) {
+          return "talking to 13 more ranks added almost nothing, so the count sees no peers on "
+                 "this provider: " +
+                 counts;
+        }
+        return session.close();
+      },
+      300));
+}
+
 TEST_CASE("bad arguments are refused with ncclInvalidArgument", "[rma][errors]") {
   run_ranks([](Session& session, Team& team) -> std::string {
     RmaTarget target;
@@ -690,8 +808,12 @@ TEST_CASE("a rank's handles out of order fail connect on every rank", "[rma][err
       300));
 }
 
-TEST_CASE("a dead rank fails the next collective step within the timeout", "[rma][death]") {
-  // Rank 2 of 3 dies after connecting; the others' regMrSym names it.
+TEST_CASE("a dead rank fails the next collective step or operation within the timeout",
+          "[rma][death]") {
+  // Rank 2 of 3 dies after connecting. A transport that trades windows at
+  // registration fails the others' regMrSym, naming it; one that learns
+  // them on demand fails their first put to it instead. Either way in
+  // bounded time, never a hang.
   std::vector<std::vector<std::string>> environment(3, {"WEFT_CONNECT_TIMEOUT_MS=3000"});
   require_passed(run_team(
       3,
@@ -706,27 +828,38 @@ TEST_CASE("a dead rank fails the next collective step within the timeout", "[rma
         HostBuffer buffer(4096);
         void* mr = nullptr;
         auto start = std::chrono::steady_clock::now();
+        auto elapsed = [&] {
+          return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        };
         ncclResult_t r =
             session.table().reg(session.comm(), buffer.data, buffer.size, NCCL_PTR_HOST, 0, &mr);
-        auto seconds =
-            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-        if (r == ncclSuccess) return "regMrSym with a dead rank succeeded";
-        if (seconds > 30) return "regMrSym took " + std::to_string(seconds) + " s to fail";
+        if (r == ncclSuccess) {
+          void* request = nullptr;
+          r = session.table().put_signal(target, 0, 0, mr, 64, 0, mr, 2, 64, mr, 1,
+                                         NCCL_NET_SIGNAL_OP_ADD, true, &request);
+          if (r == ncclSuccess) {
+            std::string waited = session.wait(target, request, "iputSignal to the dead rank", 60);
+            if (waited.empty()) return "a put and signal to a dead rank completed";
+            if (waited.find("not done after") != std::string::npos) return waited;
+          }
+          RT_CALL("deregMrSym", session.table().dereg(session.comm(), mr));
+        }
+        if (elapsed() > 30) return "the dead rank took " + std::to_string(elapsed()) + " s to see";
         RT_CALL("destroyContext", session.table().destroy_context(target));
         return session.close();
       },
       120, environment));
 }
 
-
 TEST_CASE("an impostor who poses as a rank, with a handle of its own, is never let in",
           "[rma][impostor]") {
   // Ranks 0 and 1 form a comm of two. Rank 2, the impostor, knows rank 1's
-  // handle and weft's setup protocol: it connects first as "rank 0" with a
-  // comm of its own handle and rank 1's. Its setup messages carry its own
-  // secret, not rank 0's, so rank 1 drops them: the genuine comm connects
-  // and registers as if it were not there, and the impostor's connect ends
-  // at its timeout with an error.
+  // handle and weft's setup protocol: it connects as "rank 0" with a comm
+  // of its own handle and rank 1's, registers and puts to rank 1. Its setup
+  // messages carry its own secret, not rank 0's, so rank 1 drops them: the
+  // genuine comm connects, registers and moves bytes as if it were not
+  // there, and the impostor fails (at connect, or at the put, by its
+  // timeout), never writing into rank 1's memory.
   std::vector<std::vector<std::string>> environment(3, {"WEFT_CONNECT_TIMEOUT_MS=20000"});
   environment[2] = {"WEFT_CONNECT_TIMEOUT_MS=3000"};
   require_passed(run_team(
@@ -741,12 +874,40 @@ TEST_CASE("an impostor who poses as a rank, with a handle of its own, is never l
         RT_CALL("listen", table.listen(context, 0, team.handle(team.rank()), &listen));
         if (!team.barrier()) return "barrier timed out";
         std::string failure;
+        std::vector<uint8_t> region(1 << 16, 0);
+        auto untouched = [&] {
+          for (uint8_t byte : region)
+            if (byte != 0) return false;
+          return true;
+        };
         if (team.rank() == 2) {
           std::vector<void*> handles = {team.handle(2), team.handle(1)};
           void* comm = nullptr;
           ncclResult_t r = table.connect(context, handles.data(), 2, 0, listen, &comm);
-          if (r == ncclSuccess || comm != nullptr) {
-            failure = "the impostor's connect as rank 0 succeeded: rank 1 let it in";
+          if (r == ncclSuccess) {
+            // On demand: the put is where rank 1 is first asked.
+            void* mhandle = nullptr;
+            RmaTarget target;
+            RT_CALL("regMrSym",
+                    table.reg(comm, region.data(), region.size(), NCCL_PTR_HOST, 0, &mhandle));
+            RT_CALL("createContext", table.create_context(comm, 1, 2, &target));
+            std::fill(region.begin(), region.end(), 0xee);
+            void* request = nullptr;
+            r = table.put_signal(target, 0, 0, mhandle, 4096, 0, mhandle, 1, 8192, mhandle, 1,
+                                 NCCL_NET_SIGNAL_OP_ADD, true, &request);
+            auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+            int done = 0;
+            while (r == ncclSuccess && !done && std::chrono::steady_clock::now() < give_up) {
+              r = table.test(comm, request, &done);
+              if (r == ncclSuccess && !done) r = table.progress(target);
+            }
+            if (r == ncclSuccess) {
+              failure = done ? "the impostor's put to rank 1 completed: rank 1 let it in"
+                             : "the impostor's put neither failed nor completed in 60 s";
+            }
+            RT_CALL("destroyContext", table.destroy_context(target));
+            RT_CALL("deregMrSym", table.dereg(comm, mhandle));
+            RT_CALL("closeColl", table.close_coll(comm));
           }
         } else {
           // After the impostor's first setup messages are on their way.
@@ -754,14 +915,48 @@ TEST_CASE("an impostor who poses as a rank, with a handle of its own, is never l
           std::vector<void*> handles = {team.handle(0), team.handle(1)};
           void* comm = nullptr;
           RT_CALL("connect", table.connect(context, handles.data(), 2, team.rank(), listen, &comm));
-          // A collective step over the same setup messages.
-          std::vector<uint8_t> region(1 << 16);
           void* mhandle = nullptr;
           RT_CALL("regMrSym",
                   table.reg(comm, region.data(), region.size(), NCCL_PTR_HOST, 0, &mhandle));
+          RmaTarget target;
+          RT_CALL("createContext", table.create_context(comm, 1, 2, &target));
+          // Rank 0 puts a block and a signal to rank 1, which waits for it
+          // while the impostor's messages arrive.
+          auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+          if (team.rank() == 0) {
+            fill_pattern(region.data(), 4096, 0, 1, 9);
+            void* request = nullptr;
+            RT_CALL("iputSignal",
+                    table.put_signal(target, 0, 0, mhandle, 4096, 4096, mhandle, 1, 16384, mhandle,
+                                     1, NCCL_NET_SIGNAL_OP_ADD, true, &request));
+            int done = 0;
+            while (!done && std::chrono::steady_clock::now() < give_up) {
+              RT_CALL("test", table.test(comm, request, &done));
+              RT_CALL("progress", table.progress(target));
+            }
+            if (!done) failure = "rank 0's put to rank 1 did not complete in 60 s";
+          } else {
+            while (load_signal(region.data() + 16384) == 0 &&
+                   std::chrono::steady_clock::now() < give_up) {
+              RT_CALL("progress", table.progress(target));
+            }
+            if (load_signal(region.data() + 16384) != 1) {
+              failure = "rank 0's signal did not arrive at rank 1";
+            } else {
+              failure = check_pattern(region.data() + 4096, 4096, 0, 1, 9);
+              region[16384] = 0;
+              std::fill(region.begin() + 4096, region.begin() + 8192, 0);
+              if (failure.empty() && !untouched()) {
+                failure = "rank 1's region holds bytes nobody of its comm wrote";
+              }
+            }
+          }
+          if (!team.barrier()) return "barrier timed out";
+          RT_CALL("destroyContext", table.destroy_context(target));
           RT_CALL("deregMrSym", table.dereg(comm, mhandle));
           RT_CALL("closeColl", table.close_coll(comm));
         }
+        if (team.rank() == 2 && !team.barrier()) return "barrier timed out";
         if (!team.barrier()) return "barrier timed out";
         table.close_listen(listen);
         table.finalize(context);

@@ -141,6 +141,13 @@ class RmaBlockRequest final : public Request, public CompletionTarget {
   uint64_t* operand_ = nullptr;
   uint64_t signal_remote_ = 0;
   uint64_t signal_key_ = 0;
+  // What the target rank's windows are looked up from when the request is
+  // first posted (they may arrive only then: windows on demand).
+  const RmaRegion* remote_region_ = nullptr;
+  uint64_t remote_offset_ = 0;
+  const RmaRegion* signal_region_ = nullptr;
+  uint64_t signal_offset_ = 0;
+  bool resolved_ = false;
   std::atomic<int> pending_{0};
   std::atomic<int> error_{0};
   char error_text_[200] = {};
@@ -190,7 +197,7 @@ class RmaBlock final : public RmaBlockBase {
       if (channel_for(context, rank, what) == nullptr) return ncclInvalidArgument;
       signal_region = comm_.region_of(signal->region, what);
       if (signal_region == nullptr) return ncclInvalidArgument;
-      uint64_t limit = signal_region->windows[rank].size;
+      uint64_t limit = comm_.size_for_checks(*signal_region, rank);
       if (signal->offset % 8 != 0 || signal->offset > limit || limit - signal->offset < 8) {
         WEFT_WARN(
             "%s: signal offset %llu is not an aligned 64-bit word of rank %u's %llu-byte "
@@ -218,8 +225,8 @@ class RmaBlock final : public RmaBlockBase {
       } else {
         *started->operand_ = signal->value;
       }
-      started->signal_remote_ = signal_region->windows[rank].address + signal->offset;
-      started->signal_key_ = signal_region->windows[rank].key;
+      started->signal_region_ = signal_region;
+      started->signal_offset_ = signal->offset;
     }
     *request = submit(*channel, started);
     return ncclSuccess;
@@ -330,6 +337,9 @@ class RmaBlock final : public RmaBlockBase {
     request->size_ = request->chunk_ = 0;
     request->chunks_ = request->posted_ = 0;
     request->signal_ = request->signal_posted_ = false;
+    request->remote_region_ = request->signal_region_ = nullptr;
+    request->remote_offset_ = request->signal_offset_ = 0;
+    request->resolved_ = false;
     request->error_.store(0, std::memory_order_relaxed);
     return request;
   }
@@ -368,15 +378,15 @@ class RmaBlock final : public RmaBlockBase {
       local = comm_.region_of(local_region, what);
       remote = comm_.region_of(remote_region, what);
       if (local == nullptr || remote == nullptr) return ncclInvalidArgument;
-      const RmaWindow& window = remote->windows[rank];
+      const uint64_t remote_size = comm_.size_for_checks(*remote, rank);
       if (local_offset > local->size || size > local->size - local_offset ||
-          remote_offset > window.size || size > window.size - remote_offset) {
+          remote_offset > remote_size || size > remote_size - remote_offset) {
         WEFT_WARN(
             "%s: bytes %llu..+%zu of this rank's %zu-byte region or %llu..+%zu of rank %u's "
             "%llu-byte region are outside them",
             what, static_cast<unsigned long long>(local_offset), size, local->size,
             static_cast<unsigned long long>(remote_offset), size, rank,
-            static_cast<unsigned long long>(window.size));
+            static_cast<unsigned long long>(remote_size));
         return ncclInvalidArgument;
       }
     }
@@ -389,8 +399,8 @@ class RmaBlock final : public RmaBlockBase {
     if (size > 0) {
       started->local_ = local->base + local_offset;
       started->descriptor_ = local->descriptor;
-      started->remote_ = remote->windows[rank].address + remote_offset;
-      started->key_ = remote->windows[rank].key;
+      started->remote_region_ = remote;
+      started->remote_offset_ = remote_offset;
     }
     *out = started;
     return ncclSuccess;
@@ -422,6 +432,14 @@ class RmaBlock final : public RmaBlockBase {
         request.settle(1);
         continue;
       }
+      if (!request.resolved_) {
+        Resolved resolved = resolve(request);
+        if (resolved == Resolved::Waiting) return;
+        if (resolved == Resolved::Failed) {
+          channel.waiting.pop();
+          continue;
+        }
+      }
       while (request.posted_ < request.chunks_) {
         typename Wire::Posted posted = post_next(request);
         if (posted == Wire::Posted::Busy) return;
@@ -443,6 +461,49 @@ class RmaBlock final : public RmaBlockBase {
       }
       channel.waiting.pop();
     }
+  }
+
+  enum class Resolved { Done, Waiting, Failed };
+
+  // Where the target rank's copies of the request's regions are; a request
+  // whose rank holds none, or too small a one, fails whole.
+  Resolved resolve(BlockRequest& request) {
+    std::string why;
+    const RmaWindow* window = nullptr;
+    auto lookup = [&](const RmaRegion& region, uint64_t offset, uint64_t length) {
+      auto found = comm_.window_of(region, request.rank_, &window, &why);
+      if (found == SymmetricComm::WindowLookup::Waiting) return Resolved::Waiting;
+      if (found == SymmetricComm::WindowLookup::Missing) return Resolved::Failed;
+      if (offset > window->size || length > window->size - offset) {
+        why = "bytes " + std::to_string(offset) + "..+" + std::to_string(length) +
+              " are outside rank " + std::to_string(request.rank_) + "'s " +
+              std::to_string(window->size) + "-byte copy of the region";
+        return Resolved::Failed;
+      }
+      return Resolved::Done;
+    };
+    Resolved resolved = Resolved::Done;
+    if (request.size_ > 0) {
+      resolved = lookup(*request.remote_region_, request.remote_offset_, request.size_);
+      if (resolved == Resolved::Done) {
+        request.remote_ = window->address + request.remote_offset_;
+        request.key_ = window->key;
+      }
+    }
+    if (resolved == Resolved::Done && request.signal_) {
+      resolved = lookup(*request.signal_region_, request.signal_offset_, 8);
+      if (resolved == Resolved::Done) {
+        request.signal_remote_ = window->address + request.signal_offset_;
+        request.signal_key_ = window->key;
+      }
+    }
+    if (resolved == Resolved::Failed) {
+      fail_op(request, request.chunks_ + (request.signal_ ? 1 : 0), why);
+      request.posted_ = request.chunks_;
+      request.signal_posted_ = true;
+    }
+    request.resolved_ = resolved == Resolved::Done;
+    return resolved;
   }
 
   typename Wire::Posted post_next(BlockRequest& request) {

@@ -9,12 +9,20 @@ namespace weft {
 namespace {
 
 constexpr uint32_t kRecordMagic = 0x414d5257;  // "WRMA"
-constexpr uint8_t kRecordVersion = 2;          // 2: the proof
+constexpr uint8_t kRecordVersion = 3;          // 2: the proof; 3: the ask
 constexpr uint32_t kSignalMagic = 0x47495357;  // "WSIG"
 constexpr uint8_t kSignalVersion = 1;
 
 const char* kind_name(RmaRecordKind kind) {
-  return kind == RmaRecordKind::Hello ? "hello" : "window";
+  switch (kind) {
+    case RmaRecordKind::Hello:
+      return "hello";
+    case RmaRecordKind::Window:
+      return "window";
+    case RmaRecordKind::WindowAsk:
+      return "ask";
+  }
+  return "unknown";
 }
 
 bool refuse(std::string* error, const char* format, unsigned long long a, unsigned long long b) {
@@ -35,10 +43,10 @@ void encode_rma_record(const RmaRecord& record, uint8_t* out) {
   put_le32(out + 12, record.ranks);
   put_le32(out + 16, record.round);
   put_le32(out + 20, 0);
-  bool hello = record.kind == RmaRecordKind::Hello;
-  put_le64(out + 24, hello ? 0 : record.address);
-  put_le64(out + 32, hello ? 0 : record.key);
-  put_le64(out + 40, hello ? 0 : record.size);
+  bool bare = record.kind != RmaRecordKind::Window;
+  put_le64(out + 24, bare ? 0 : record.address);
+  put_le64(out + 32, bare ? 0 : record.key);
+  put_le64(out + 40, bare ? 0 : record.size);
   put_le64(out + 48, record.proof);
 }
 
@@ -49,8 +57,11 @@ bool rma_record_proven(const uint8_t* bytes, size_t size, std::span<const uint64
   return rank < secrets.size() && listen_secret_matches(secrets[rank], get_le64(bytes + 48));
 }
 
-bool decode_rma_record(const uint8_t* bytes, size_t size, const RmaRecord& expected, uint32_t self,
-                       RmaRecord* out, std::string* error) {
+namespace {
+
+// The fields every record has, checked alike whatever it answers.
+bool decode_common(const uint8_t* bytes, size_t size, uint32_t ranks, uint32_t self, RmaRecord* out,
+                   std::string* error) {
   if (size != kRmaRecordSize) {
     return refuse(error, "%llu bytes, a record has %llu", size, kRmaRecordSize);
   }
@@ -73,22 +84,37 @@ bool decode_rma_record(const uint8_t* bytes, size_t size, const RmaRecord& expec
   out->key = get_le64(bytes + 32);
   out->size = get_le64(bytes + 40);
   out->proof = get_le64(bytes + 48);
-  if (out->kind != RmaRecordKind::Hello && out->kind != RmaRecordKind::Window) {
-    return refuse(error, "unknown record kind %llu (hello %llu, window 2)", bytes[4],
+  if (out->kind != RmaRecordKind::Hello && out->kind != RmaRecordKind::Window &&
+      out->kind != RmaRecordKind::WindowAsk) {
+    return refuse(error, "unknown record kind %llu (hello %llu, window 2, ask 3)", bytes[4],
                   static_cast<unsigned>(RmaRecordKind::Hello));
   }
+  if (out->ranks != ranks) {
+    return refuse(error, "the sender counts %llu ranks, this rank %llu", out->ranks, ranks);
+  }
+  if (out->rank >= out->ranks || out->rank == self) {
+    return refuse(error, "sender rank %llu is not another rank of %llu", out->rank, out->ranks);
+  }
+  if (out->kind != RmaRecordKind::Window && (out->address | out->key | out->size) != 0) {
+    return refuse(error,
+                  out->kind == RmaRecordKind::Hello
+                      ? "a hello record with a region (address 0x%llx, size %llu)"
+                      : "an ask record with a region (address 0x%llx, size %llu)",
+                  out->address, out->size);
+  }
+  return true;
+}
+
+}  // namespace
+
+bool decode_rma_record(const uint8_t* bytes, size_t size, const RmaRecord& expected, uint32_t self,
+                       RmaRecord* out, std::string* error) {
+  if (!decode_common(bytes, size, expected.ranks, self, out, error)) return false;
   if (out->kind != expected.kind) {
     *error = std::string("a ") + kind_name(out->kind) + " record where a " +
              kind_name(expected.kind) +
              " was due: the ranks registered or connected in a different order";
     return false;
-  }
-  if (out->ranks != expected.ranks) {
-    return refuse(error, "the sender counts %llu ranks, this rank %llu", out->ranks,
-                  expected.ranks);
-  }
-  if (out->rank >= out->ranks || out->rank == self) {
-    return refuse(error, "sender rank %llu is not another rank of %llu", out->rank, out->ranks);
   }
   if (out->round != expected.round) {
     return refuse(error,
@@ -96,9 +122,15 @@ bool decode_rma_record(const uint8_t* bytes, size_t size, const RmaRecord& expec
                   "different order",
                   out->round, expected.round);
   }
-  if (out->kind == RmaRecordKind::Hello && (out->address | out->key | out->size) != 0) {
-    return refuse(error, "a hello record with a region (address 0x%llx, size %llu)", out->address,
-                  out->size);
+  return true;
+}
+
+bool decode_rma_on_demand_record(const uint8_t* bytes, size_t size, uint32_t ranks, uint32_t self,
+                                 RmaRecord* out, std::string* error) {
+  if (!decode_common(bytes, size, ranks, self, out, error)) return false;
+  if (out->kind == RmaRecordKind::Hello) {
+    *error = "a hello record, which a comm with windows on demand never sends";
+    return false;
   }
   return true;
 }

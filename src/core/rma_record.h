@@ -1,12 +1,19 @@
 // What the ranks of a one-sided comm tell each other while setting up: a
 // hello at connect, and for each symmetric registration where their copy
-// of the region is and its key. 56 bytes, little-endian, every byte
-// checked by the decoder (a corrupt or foreign record is refused by name):
+// of the region is and its key; on transports that learn a rank's copy
+// only when first addressing it (SymmetricComm's windows on demand), an
+// ask for it and the window that answers. 56 bytes, little-endian, every
+// byte checked by the decoder (a corrupt or foreign record is refused by
+// name):
 //
 //   0 magic u32 "WRMA"  4 kind u8  5 version u8  6 reserved u16 (0)
 //   8 rank u32  12 ranks u32  16 round u32  20 reserved u32 (0)
-//   24 address u64  32 key u64  40 size u64 (hello: all three 0)
+//   24 address u64  32 key u64  40 size u64 (hello, ask: all three 0;
+//      a window of size 0: the sender holds no copy of that region)
 //   48 proof u64: the sender rank's listen secret (version 2)
+//
+// Version 3 adds the ask (kind 3); an ask's and its answer's round is the
+// collective step that registered the region asked for.
 //
 // Every rank of the comm was handed every rank's handle, so each knows
 // each one's secret, and nobody else does (docs/security.md): a record
@@ -20,7 +27,7 @@
 
 namespace weft {
 
-enum class RmaRecordKind : uint8_t { Hello = 1, Window = 2 };
+enum class RmaRecordKind : uint8_t { Hello = 1, Window = 2, WindowAsk = 3 };
 
 constexpr size_t kRmaRecordSize = 56;
 
@@ -46,6 +53,10 @@ bool rma_record_proven(const uint8_t* bytes, size_t size, std::span<const uint64
 // round and rank count, a sender other than itself; explains a refusal.
 bool decode_rma_record(const uint8_t* bytes, size_t size, const RmaRecord& expected, uint32_t self,
                        RmaRecord* out, std::string* error);
+// An ask or a window that arrived out of any collective step (windows on
+// demand): from another of `ranks` ranks, an ask with no region fields.
+bool decode_rma_on_demand_record(const uint8_t* bytes, size_t size, uint32_t ranks, uint32_t self,
+                                 RmaRecord* out, std::string* error);
 
 // A signal sent as a message, where the provider has no remote atomics:
 // the target's progress adds `value` to the word at `offset` of its copy of

@@ -2,6 +2,7 @@
 
 #include <chrono>
 
+#include "core/listen_secret.h"
 #include "weft/log.h"
 
 namespace weft {
@@ -81,14 +82,17 @@ ncclResult_t SymmetricComm::register_symmetric(void* data, size_t size, int type
   ncclResult_t local_result = register_local(data, size, type, fd, offset, &region->local,
                                              &region->descriptor, &mine.address, &mine.key);
   if (local_result == ncclSuccess) mine.size = size;
-  // Known to apply_signal before the exchange: a rank that finishes it
-  // first may signal this region while this rank still waits in it.
-  const uint32_t round = take_round();
-  region->id = round;
   region->type = type;
   region->comm = this;
   region->base = static_cast<uint8_t*>(data);
   region->size = size;
+  if (on_demand_timeout_ms_ > 0) {
+    return register_on_demand(std::move(region), local_result, mine, mhandle);
+  }
+  // Known to apply_signal before the exchange: a rank that finishes it
+  // first may signal this region while this rank still waits in it.
+  const uint32_t round = take_round();
+  region->id = round;
   if (local_result == ncclSuccess) {
     std::lock_guard<std::mutex> lock(regions_mutex_);
     regions_.insert(region.get());
@@ -119,6 +123,227 @@ ncclResult_t SymmetricComm::register_symmetric(void* data, size_t size, int type
   }
   *mhandle = region.release();
   return ncclSuccess;
+}
+
+ncclResult_t SymmetricComm::register_on_demand(std::unique_ptr<RmaRegion> region,
+                                               ncclResult_t local_result, const RmaRecord& mine,
+                                               void** mhandle) {
+  const auto count = static_cast<size_t>(rank_count_);
+  if (local_result == ncclSuccess) {
+    region->windows.assign(count, RmaWindow{});
+    region->windows[static_cast<size_t>(rank_)] = RmaWindow{mine.address, mine.key, mine.size};
+    region->window_state = std::make_unique<std::atomic<uint8_t>[]>(count);
+    for (size_t r = 0; r < count; ++r) {
+      region->window_state[r].store(
+          static_cast<uint8_t>(r == static_cast<size_t>(rank_) ? RmaWindowState::Known
+                                                               : RmaWindowState::Unknown),
+          std::memory_order_relaxed);
+    }
+  }
+  // Ranks that asked for this step before this rank reached it.
+  std::vector<uint32_t> waiting;
+  RmaRecord answer;
+  {
+    std::lock_guard<std::mutex> lock(regions_mutex_);
+    region->id = round_++;
+    if (local_result == ncclSuccess) regions_.insert(region.get());
+    for (auto it = deferred_asks_.begin(); it != deferred_asks_.end();) {
+      if (it->second != region->id) {
+        ++it;
+        continue;
+      }
+      waiting.push_back(it->first);
+      it = deferred_asks_.erase(it);
+    }
+    answer = answer_for(region->id);
+  }
+  for (uint32_t rank : waiting) send_on_demand(rank, answer);
+  if (local_result != ncclSuccess) return local_result;
+  *mhandle = region.release();
+  return ncclSuccess;
+}
+
+RmaRegion* SymmetricComm::region_by_round(uint32_t round) const {
+  for (RmaRegion* region : regions_) {
+    if (region->id == round) return region;
+  }
+  return nullptr;
+}
+
+RmaRecord SymmetricComm::answer_for(uint32_t round) const {
+  RmaRecord answer;
+  answer.kind = RmaRecordKind::Window;
+  answer.rank = static_cast<uint32_t>(rank_);
+  answer.ranks = static_cast<uint32_t>(rank_count_);
+  answer.round = round;
+  answer.proof = own_proof();
+  if (const RmaRegion* region = region_by_round(round); region != nullptr) {
+    const RmaWindow& own = region->windows[static_cast<size_t>(rank_)];
+    answer.address = own.address;
+    answer.key = own.key;
+    answer.size = own.size;
+  }
+  return answer;
+}
+
+ncclResult_t SymmetricComm::exchange(const RmaRecord&, uint32_t, std::vector<RmaRecord>*,
+                                     const char* what) {
+  WEFT_WARN("%s: %s: a collective exchange on a comm with windows on demand", device_name().c_str(),
+            what);
+  return ncclInternalError;
+}
+
+void SymmetricComm::send_on_demand(uint32_t rank, const RmaRecord&) {
+  WEFT_WARN(
+      "%s: an on-demand record for rank %u on a transport that trades windows at "
+      "registration",
+      device_name().c_str(), rank);
+}
+
+SymmetricComm::WindowLookup SymmetricComm::window_of(const RmaRegion& region, uint32_t rank,
+                                                     const RmaWindow** window, std::string* why) {
+  *window = &region.windows[rank];
+  if (region.window_state == nullptr) return WindowLookup::Known;
+  std::atomic<uint8_t>& state = region.window_state[rank];
+  uint8_t seen = state.load(std::memory_order_acquire);
+  if (seen == static_cast<uint8_t>(RmaWindowState::Known)) return WindowLookup::Known;
+  if (seen == static_cast<uint8_t>(RmaWindowState::Missing)) {
+    std::lock_guard<std::mutex> lock(regions_mutex_);
+    auto found = missing_why_.find({region.id, rank});
+    *why = found != missing_why_.end() ? found->second : "no window";
+    return WindowLookup::Missing;
+  }
+  if (seen == static_cast<uint8_t>(RmaWindowState::Unknown) &&
+      state.compare_exchange_strong(seen, static_cast<uint8_t>(RmaWindowState::Asked),
+                                    std::memory_order_acq_rel)) {
+    {
+      std::lock_guard<std::mutex> lock(regions_mutex_);
+      open_asks_.push_back(OpenAsk{
+          region.id, rank,
+          std::chrono::steady_clock::now() + std::chrono::milliseconds(on_demand_timeout_ms_)});
+    }
+    open_ask_count_.fetch_add(1, std::memory_order_acq_rel);
+    RmaRecord ask;
+    ask.kind = RmaRecordKind::WindowAsk;
+    ask.rank = static_cast<uint32_t>(rank_);
+    ask.ranks = static_cast<uint32_t>(rank_count_);
+    ask.round = region.id;
+    ask.proof = own_proof();
+    send_on_demand(rank, ask);
+  }
+  return WindowLookup::Waiting;
+}
+
+uint64_t SymmetricComm::size_for_checks(const RmaRegion& region, uint32_t rank) const {
+  if (region.window_state == nullptr || region.window_state[rank].load(std::memory_order_acquire) ==
+                                            static_cast<uint8_t>(RmaWindowState::Known)) {
+    return region.windows[rank].size;
+  }
+  return region.size;
+}
+
+void SymmetricComm::mark_missing(uint32_t round, uint32_t rank, const std::string& why) {
+  for (auto it = open_asks_.begin(); it != open_asks_.end(); ++it) {
+    if (it->round != round || it->rank != rank) continue;
+    open_asks_.erase(it);
+    open_ask_count_.fetch_sub(1, std::memory_order_acq_rel);
+    break;
+  }
+  RmaRegion* region = region_by_round(round);
+  if (region == nullptr) return;  // deregistered since
+  missing_why_[{round, rank}] = why;
+  region->window_state[rank].store(static_cast<uint8_t>(RmaWindowState::Missing),
+                                   std::memory_order_release);
+}
+
+void SymmetricComm::take_on_demand_record(const RmaRecord& record) {
+  if (record.kind == RmaRecordKind::WindowAsk) {
+    RmaRecord answer;
+    {
+      std::lock_guard<std::mutex> lock(regions_mutex_);
+      if (record.round >= round_ && region_by_round(record.round) == nullptr) {
+        // Asked before this rank registered it: answered when it does.
+        deferred_asks_.emplace_back(record.rank, record.round);
+        return;
+      }
+      answer = answer_for(record.round);
+    }
+    send_on_demand(record.rank, answer);
+    return;
+  }
+  std::lock_guard<std::mutex> lock(regions_mutex_);
+  RmaRegion* region = region_by_round(record.round);
+  if (region == nullptr) return;  // deregistered while its ask was open
+  std::atomic<uint8_t>& state = region->window_state[record.rank];
+  if (state.load(std::memory_order_acquire) != static_cast<uint8_t>(RmaWindowState::Asked)) {
+    WEFT_WARN("%s: rank %u sent its copy of region %u, which this rank did not ask for: ignored",
+              device_name().c_str(), record.rank, record.round);
+    return;
+  }
+  if (record.size == 0) {
+    mark_missing(record.round, record.rank,
+                 "rank " + std::to_string(record.rank) +
+                     " holds no copy of the region (its regMrSym failed, or it deregistered it; "
+                     "see its log)");
+    return;
+  }
+  region->windows[record.rank] = RmaWindow{record.address, record.key, record.size};
+  for (auto it = open_asks_.begin(); it != open_asks_.end(); ++it) {
+    if (it->round != record.round || it->rank != record.rank) continue;
+    open_asks_.erase(it);
+    open_ask_count_.fetch_sub(1, std::memory_order_acq_rel);
+    break;
+  }
+  state.store(static_cast<uint8_t>(RmaWindowState::Known), std::memory_order_release);
+}
+
+void SymmetricComm::take_on_demand_bytes(const uint8_t* bytes, size_t size) {
+  RmaRecord record;
+  std::string problem;
+  const bool decoded = decode_rma_on_demand_record(bytes, size, static_cast<uint32_t>(rank_count_),
+                                                   static_cast<uint32_t>(rank_), &record, &problem);
+  if (!rma_record_proven(bytes, size, secrets_)) {
+    // Whoever sent it was handed no handle of this comm.
+    log_refused_connect("one-sided comm on " + device_name(), "a sender on the fabric",
+                        "its setup message proved no rank's listen secret" +
+                            (decoded ? std::string() : " (" + problem + ")"));
+    return;
+  }
+  if (!decoded) {
+    WEFT_WARN("%s: a setup message from a rank of the comm is refused: %s", device_name().c_str(),
+              problem.c_str());
+    return;
+  }
+  take_on_demand_record(record);
+}
+
+void SymmetricComm::on_demand_send_failed(const RmaRecord& record, uint32_t rank,
+                                          const std::string& why) {
+  if (record.kind != RmaRecordKind::WindowAsk) {
+    WEFT_WARN("%s: answering rank %u's ask for region %u failed: %s", device_name().c_str(), rank,
+              record.round, why.c_str());
+    return;
+  }
+  std::lock_guard<std::mutex> lock(regions_mutex_);
+  mark_missing(
+      record.round, rank,
+      "asking rank " + std::to_string(rank) + " for its copy of the region failed: " + why);
+}
+
+void SymmetricComm::expire_asks() {
+  if (open_ask_count_.load(std::memory_order_acquire) == 0) return;
+  const auto now = std::chrono::steady_clock::now();
+  std::lock_guard<std::mutex> lock(regions_mutex_);
+  std::vector<OpenAsk> expired;
+  for (const OpenAsk& ask : open_asks_) {
+    if (ask.deadline <= now) expired.push_back(ask);
+  }
+  for (const OpenAsk& ask : expired) {
+    mark_missing(ask.round, ask.rank,
+                 "rank " + std::to_string(ask.rank) + " did not answer within " +
+                     std::to_string(on_demand_timeout_ms_) +
+                     " ms (WEFT_CONNECT_TIMEOUT_MS): is it running, and does it drive progress?");
+  }
 }
 
 ncclResult_t SymmetricComm::dereg_mr_sym(void* mhandle) {

@@ -4,12 +4,22 @@
 // one could not register), the regions a comm holds, signals that arrive as
 // messages, and its context blocks. A transport supplies the registration
 // of local memory, the collective exchange of records, and the blocks.
+//
+// Windows on demand: a comm made so by its transport trades nothing at
+// connect or registration. The first operation to a rank on a region asks
+// that rank for its copy (an ask record, answered with a window record, in
+// the background of progress), so a rank never addressed costs nothing:
+// no provider connection, no address, no message (docs/one-sided.md).
 #pragma once
 
+#include <atomic>
+#include <chrono>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <unordered_set>
+#include <utility>
 #include <vector>
 
 #include "core/handle_header.h"
@@ -50,8 +60,33 @@ class SymmetricComm : public RmaComm {
   // named when a signal targets GPU memory. Allocates nothing.
   bool apply_signal(const RmaSignal& signal, const std::string& lacks_atomics);
 
+  enum class WindowLookup { Known, Waiting, Missing };
+  // Where `rank`'s copy of `region` is (*window). On demand, a copy not
+  // known yet is asked for, once: Waiting until the answer; Missing, with
+  // *why, when that rank holds none, never answered or could not be asked.
+  WindowLookup window_of(const RmaRegion& region, uint32_t rank, const RmaWindow** window,
+                         std::string* why);
+  // The size of `rank`'s copy where known, else this rank's: registrations
+  // are symmetric, so an argument outside this one is refused at once.
+  uint64_t size_for_checks(const RmaRegion& region, uint32_t rank) const;
+  // Windows on demand: a record from the network, proven to be from the
+  // rank it names and decoded (decode_rma_on_demand_record), handed over by
+  // the transport outside its completion lock.
+  void take_on_demand_record(const RmaRecord& record);
+  // The same from the bytes that arrived: dropped (a rate-limited log line)
+  // unless they prove to come from the rank they name, refused by name when
+  // malformed.
+  void take_on_demand_bytes(const uint8_t* bytes, size_t size);
+  // A record this rank sent to `rank` was not delivered.
+  void on_demand_send_failed(const RmaRecord& record, uint32_t rank, const std::string& why);
+  // Asks unanswered for the connect timeout go missing; the transport's
+  // progress calls it (a clock read only while asks are open).
+  void expire_asks();
+
  protected:
-  SymmetricComm(int rank, int rank_count) : rank_(rank), rank_count_(rank_count) {}
+  // `on_demand_timeout_ms` > 0: windows on demand, asks given up after it.
+  SymmetricComm(int rank, int rank_count, int on_demand_timeout_ms = 0)
+      : rank_(rank), rank_count_(rank_count), on_demand_timeout_ms_(on_demand_timeout_ms) {}
   // Closes the blocks and releases the regions left: the transport's
   // destructor calls it while its registrations can still be undone.
   void close_all();
@@ -64,10 +99,15 @@ class SymmetricComm : public RmaComm {
   virtual ncclResult_t deregister_local(void* local) = 0;
   // Sends `mine` to every other rank and gathers theirs (by rank, with
   // `mine` at this rank's place), for collective step `round`. Blocking.
+  // (Transports with windows on demand never exchange.)
   virtual ncclResult_t exchange(const RmaRecord& mine, uint32_t round, std::vector<RmaRecord>* all,
-                                const char* what) = 0;
+                                const char* what);
   virtual std::unique_ptr<RmaBlockBase> make_block(const RmaContextConfig& config,
                                                    ncclResult_t* result) = 0;
+  // Windows on demand: sends an ask or an answer to `rank` without waiting
+  // (the transport queues what cannot go yet and reports a record it could
+  // not deliver to on_demand_send_failed).
+  virtual void send_on_demand(uint32_t rank, const RmaRecord& record);
   // The next collective step (records of a step carry it).
   uint32_t take_round() { return round_++; }
   // Every rank's listen secret, by rank, from the handles connect was
@@ -83,16 +123,39 @@ class SymmetricComm : public RmaComm {
  private:
   ncclResult_t register_symmetric(void* data, size_t size, int type, int fd, uint64_t offset,
                                   void** mhandle);
+  // Windows on demand: this rank's copy only, and answers to asks that came
+  // before it.
+  ncclResult_t register_on_demand(std::unique_ptr<RmaRegion> region, ncclResult_t local_result,
+                                  const RmaRecord& mine, void** mhandle);
+  // This rank's answer to an ask for the region of step `round` (size 0:
+  // none held). Under regions_mutex_.
+  RmaRecord answer_for(uint32_t round) const;
+  RmaRegion* region_by_round(uint32_t round) const;
+  void mark_missing(uint32_t round, uint32_t rank, const std::string& why);
 
   int rank_;
   int rank_count_;
+  int on_demand_timeout_ms_;
   uint32_t round_ = 0;
   std::vector<uint64_t> secrets_;
   std::vector<std::unique_ptr<RmaBlockBase>> blocks_;
   RmaBlockBase* default_block_ = nullptr;
   // Regions not deregistered yet: closing the comm lets go of them.
   std::unordered_set<RmaRegion*> regions_;
-  // Guards regions_ against apply_signal on a thread polling completions.
+  // Windows on demand: asks that came before their region was registered
+  // here (rank, step), asks of this rank still open, and why a window is
+  // missing (by step and rank).
+  struct OpenAsk {
+    uint32_t round;
+    uint32_t rank;
+    std::chrono::steady_clock::time_point deadline;
+  };
+  std::vector<std::pair<uint32_t, uint32_t>> deferred_asks_;
+  std::vector<OpenAsk> open_asks_;
+  std::atomic<int> open_ask_count_{0};
+  std::map<std::pair<uint32_t, uint32_t>, std::string> missing_why_;
+  // Guards regions_ (and the above) against apply_signal and answers on a
+  // thread polling completions.
   mutable std::mutex regions_mutex_;
 };
 

@@ -19,12 +19,9 @@ constexpr uint64_t kAckKind = 1ull << 61;
 // RDMA protocol: clear-to-send to a send comm, eager data to a recv comm.
 constexpr uint64_t kCtsKind = 1ull << 60;
 constexpr uint64_t kEagerKind = 1ull << 59;
-// One-sided comms' setup records (rma_comm.h), on their own endpoint: the
-// collective step's round in bits 32..56; and their signals sent as
-// messages where the provider has no atomics.
-constexpr uint64_t kRmaSetupKind = 1ull << 58;
+// One-sided comms, on their own endpoint: their signals sent as messages
+// where the provider has no atomics, and their setup records (rma_inbox.h).
 constexpr uint64_t kRmaSignalKind = 1ull << 57;
-constexpr uint32_t kRmaRoundMask = (1u << 25) - 1;
 
 constexpr uint64_t rma_signal_tag(uint32_t comm_id) {
   return kControlBit | kRmaSignalKind | comm_id;

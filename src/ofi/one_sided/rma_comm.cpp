@@ -2,58 +2,17 @@
 
 #include <rdma/fi_errno.h>
 
-#include <chrono>
 #include <cstring>
 #include <memory>
 
 #include "core/handle_header.h"
-#include "core/idle_backoff.h"
-#include "core/listen_secret.h"
 #include "core/rma_connect.h"
 #include "ofi/endpoint/memory_region.h"
 #include "ofi/endpoint/tag_layout.h"
-#include "ofi/one_sided/rma_signal_inbox.h"
+#include "ofi/one_sided/rma_inbox.h"
 #include "weft/log.h"
 
 namespace weft::ofi {
-namespace {
-
-// Setup records of one collective step, to the comm with `id`.
-constexpr uint64_t rma_setup_tag(uint32_t id, uint32_t round) {
-  return kControlBit | kRmaSetupKind | (static_cast<uint64_t>(round & kRmaRoundMask) << 32) | id;
-}
-
-// Completions of one collective step's sends and receives, which any thread
-// polling the endpoint may deliver.
-class ExchangeRound final : public CompletionTarget {
- public:
-  explicit ExchangeRound(int operations)
-      : ops_(new OpContext[operations]), state_(new std::atomic<int>[operations]) {
-    for (int i = 0; i < operations; ++i) {
-      ops_[i].target = this;
-      ops_[i].slot = static_cast<uint32_t>(i);
-      state_[i].store(kPending, std::memory_order_relaxed);
-    }
-  }
-  static constexpr int kPending = 1;
-  OpContext* op(int i) { return &ops_[i]; }
-  // Before operation i is posted again.
-  void rearm(int i) { state_[i].store(kPending, std::memory_order_release); }
-  // kPending, 0 when done, or a positive error.
-  int state(int i) const { return state_[i].load(std::memory_order_acquire); }
-  void on_complete(uint32_t slot, size_t, const uint64_t*) override {
-    state_[slot].store(0, std::memory_order_release);
-  }
-  void on_error(uint32_t slot, int error, size_t, const char*) override {
-    state_[slot].store(error == 0 ? FI_EIO : error, std::memory_order_release);
-  }
-
- private:
-  std::unique_ptr<OpContext[]> ops_;
-  std::unique_ptr<std::atomic<int>[]> state_;
-};
-
-}  // namespace
 
 ncclResult_t OfiRmaComm::connect(void* const* handles, int nranks, int rank,
                                  OfiRmaListenComm* listen, int timeout_ms,
@@ -81,246 +40,72 @@ ncclResult_t OfiRmaComm::connect(void* const* handles, int nranks, int rank,
   }
   std::unique_ptr<OfiRmaComm> comm(
       new OfiRmaComm(listen->endpoint, listen->id, rank, nranks, timeout_ms));
-  comm->peers_.resize(static_cast<size_t>(nranks));
+  comm->peers_ = std::make_unique<RmaPeer[]>(static_cast<size_t>(nranks));
   comm->set_rank_secrets(decoded_handles);
-  // Only once every handle passed: a bad one is the caller's error, not the
-  // network's.
+  comm->message_signals_ = message_signals;
+  // Addresses go to the provider only once a rank is addressed.
   for (int r = 0; r < nranks; ++r) {
     const ListenHandle& decoded = decoded_handles[static_cast<size_t>(r)];
     RmaPeer& peer = comm->peers_[static_cast<size_t>(r)];
     peer.id = decoded.listen_id;
+    peer.raw_address.assign(decoded.payload, decoded.payload + decoded.payload_size);
     peer.name = endpoint.address_to_string(decoded.payload, decoded.payload_size);
-    ncclResult_t result =
-        endpoint.insert_address(decoded.payload, decoded.payload_size, &peer.address);
-    if (result != ncclSuccess) return result;
   }
   listen->handed_over = true;
-  comm->records_.assign(kRmaRecordSize * static_cast<size_t>(nranks), 0);
-  MemorySource host;
-  ncclResult_t result = register_memory(endpoint, comm->records_.data(), comm->records_.size(),
-                                        host, &comm->records_region_);
-  if (result != ncclSuccess) return result;
-  if (message_signals) {
-    // Posted before the hello: no peer signals before it has heard from all.
-    comm->inbox_ = std::make_unique<RmaSignalInbox>(*comm);
-    result = comm->inbox_->open(rma_signal_tag(comm->id_));
-    if (result != ncclSuccess) return result;
+  // Posted before NCCL has the comm: no rank addresses it before.
+  comm->inbox_ = std::make_unique<RmaInbox>(*comm);
+  if (ncclResult_t result = comm->inbox_->open(rma_signal_tag(comm->id_)); result != ncclSuccess) {
+    return result;
   }
-  RmaRecord hello;
-  hello.kind = RmaRecordKind::Hello;
-  std::vector<RmaRecord> all;
-  result = comm->exchange(hello, comm->take_round(), &all, "connect");
-  if (result != ncclSuccess) return result;
-  WEFT_INFO(NCCL_NET, "%s: one-sided comm of %d ranks connected (rank %d)", device.c_str(), nranks,
-            rank);
+  WEFT_INFO(NCCL_NET, "%s: one-sided comm of %d ranks ready (rank %d); ranks are met on first use",
+            device.c_str(), nranks, rank);
   *out = std::move(comm);
   return ncclSuccess;
 }
 
 OfiRmaComm::OfiRmaComm(std::shared_ptr<Endpoint> endpoint, uint32_t id, int rank, int nranks,
                        int timeout_ms)
-    : SymmetricComm(rank, nranks),
+    : SymmetricComm(rank, nranks, timeout_ms > 0 ? timeout_ms : 1),
       endpoint_(std::move(endpoint)),
-      id_(id),
-      timeout_ms_(timeout_ms) {}
+      id_(id) {}
 
 OfiRmaComm::~OfiRmaComm() {
   close_all();
   if (inbox_ && !inbox_->close()) {
-    WEFT_WARN("%s: receives for signal messages would not cancel; their memory is kept",
+    // The provider may still write into its slots: leave them be.
+    WEFT_WARN("%s: one-sided receives would not cancel; their memory is kept",
               endpoint_->device_name().c_str());
     (void)inbox_.release();
-  }
-  inbox_.reset();
-  if (exchange_stuck_) {
-    // A provider may still write into the records: leave them be.
-    new std::vector<uint8_t>(std::move(records_));
     return;
   }
-  if (records_region_ != nullptr) {
-    deregister_memory(endpoint_.get(), endpoint_->device_name(), records_region_);
-  }
+  inbox_.reset();
   endpoint_->release_id(id_);
 }
 
-ncclResult_t OfiRmaComm::exchange(const RmaRecord& mine, uint32_t round,
-                                  std::vector<RmaRecord>* all, const char* what) {
-  const int nranks = rank_count();
-  const int rank_ = rank();
-  all->assign(static_cast<size_t>(nranks), mine);
-  (*all)[static_cast<size_t>(rank_)].rank = static_cast<uint32_t>(rank_);
-  if (nranks == 1) return ncclSuccess;
-  RmaRecord expected = mine;
-  expected.rank = static_cast<uint32_t>(rank_);
-  expected.ranks = static_cast<uint32_t>(nranks);
-  expected.round = round;
-  expected.proof = own_proof();
-  uint8_t* own = records_.data() + kRmaRecordSize * static_cast<size_t>(rank_);
-  encode_rma_record(expected, own);
-  void* descriptor = descriptor_of(records_region_);
+fi_addr_t OfiRmaComm::peer_address(uint32_t rank, std::string* error) {
+  RmaPeer& peer = peers_[rank];
+  if (peer.inserted.load(std::memory_order_acquire)) return peer.address;
+  std::lock_guard<std::mutex> lock(peers_mutex_);
+  if (!peer.inserted.load(std::memory_order_relaxed)) {
+    ncclResult_t result =
+        endpoint_->insert_address(peer.raw_address.data(), peer.raw_address.size(), &peer.address);
+    if (result != ncclSuccess) {
+      *error = "the provider refused rank " + std::to_string(rank) + "'s address " + peer.name;
+      return FI_ADDR_NOTAVAIL;
+    }
+    peer.inserted.store(true, std::memory_order_release);
+  }
+  return peer.address;
+}
 
-  // Receives 0..n-2 into every slot but this rank's, then sends n-1..2n-3.
-  const int peers = nranks - 1;
-  // On the heap: if the provider will not let go of them, they are kept.
-  auto ops = std::make_unique<ExchangeRound>(2 * peers);
-  auto slot_of = [&](int receive) { return receive < rank_ ? receive : receive + 1; };
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms_);
-  auto post = [&](auto&& call) {
-    for (;;) {
-      ssize_t rc = call();
-      if (rc != -FI_EAGAIN) return rc;
-      if (ncclResult_t result = endpoint_->poll(); result != ncclSuccess) return ssize_t{-FI_EIO};
-      if (std::chrono::steady_clock::now() > deadline) return rc;
-    }
-  };
-  int posted_receives = 0;
-  int posted_sends = 0;
-  ssize_t rc = 0;
-  for (int i = 0; i < peers && rc == 0; ++i) {
-    uint8_t* slot = records_.data() + kRmaRecordSize * static_cast<size_t>(slot_of(i));
-    rc = post([&] {
-      return endpoint_->receive(slot, kRmaRecordSize, descriptor, rma_setup_tag(id_, round),
-                                ops->op(i));
-    });
-    if (rc == 0) ++posted_receives;
-  }
-  for (int r = 0; r < nranks && rc == 0; ++r) {
-    if (r == rank_) continue;
-    const RmaPeer& peer = peers_[static_cast<size_t>(r)];
-    int op = peers + posted_sends;
-    rc = post([&] {
-      return endpoint_->send(own, kRmaRecordSize, descriptor, peer.address,
-                             rma_setup_tag(peer.id, round), ops->op(op));
-    });
-    if (rc == 0) ++posted_sends;
-  }
-
-  std::vector<bool> heard(static_cast<size_t>(nranks), false);
-  heard[static_cast<size_t>(rank_)] = true;
-  std::vector<bool> seen(static_cast<size_t>(peers), false);
-  ncclResult_t result = ncclSuccess;
-  if (rc != 0) {
-    WEFT_WARN("one-sided %s on %s: posting a setup message failed: %s", what, device_name().c_str(),
-              fi_strerror(static_cast<int>(-rc)));
-    result = ncclSystemError;
-  }
-  int received = 0;
-  int sent = 0;
-  // A blocking step: every rank waits for the slowest to arrive.
-  IdleBackoff backoff;
-  while (result == ncclSuccess && (received < peers || sent < peers)) {
-    const int done_before = received + sent;
-    result = endpoint_->poll();
-    if (result != ncclSuccess) break;
-    for (int i = 0; i < peers && result == ncclSuccess; ++i) {
-      if (seen[static_cast<size_t>(i)]) continue;
-      int state = ops->state(i);
-      if (state == ExchangeRound::kPending) continue;
-      if (state != 0) {
-        WEFT_WARN("one-sided %s on %s: receiving a setup message failed: %s", what,
-                  device_name().c_str(), fi_strerror(state));
-        result = ncclRemoteError;
-        break;
-      }
-      uint8_t* bytes = records_.data() + kRmaRecordSize * static_cast<size_t>(slot_of(i));
-      if (!rma_record_proven(bytes, kRmaRecordSize, rank_secrets())) {
-        // Not from a rank of this comm (whoever sent it was handed no
-        // handle of it): dropped, and the receive posted again. A rank of
-        // another weft version lands here too: say so.
-        RmaRecord ignored;
-        std::string problem;
-        const bool weft_record = decode_rma_record(
-            bytes, kRmaRecordSize, expected, static_cast<uint32_t>(rank_), &ignored, &problem);
-        log_refused_connect("one-sided comm " + std::to_string(id_) + " on " + device_name(),
-                            "a sender on the fabric",
-                            "its setup message proved no rank's listen secret" +
-                                (weft_record ? std::string() : " (" + problem + ")"));
-        ops->rearm(i);
-        ssize_t again = post([&] {
-          return endpoint_->receive(bytes, kRmaRecordSize, descriptor, rma_setup_tag(id_, round),
-                                    ops->op(i));
-        });
-        if (again != 0) {
-          WEFT_WARN("one-sided %s on %s: posting a setup receive again failed: %s", what,
-                    device_name().c_str(), fi_strerror(static_cast<int>(-again)));
-          result = ncclSystemError;
-        }
-        continue;
-      }
-      seen[static_cast<size_t>(i)] = true;
-      ++received;
-      RmaRecord record;
-      std::string error;
-      if (!decode_rma_record(bytes, kRmaRecordSize, expected, static_cast<uint32_t>(rank_), &record,
-                             &error)) {
-        WEFT_WARN("one-sided %s on %s: a peer's setup message is refused: %s", what,
-                  device_name().c_str(), error.c_str());
-        result = ncclRemoteError;
-        break;
-      }
-      if (heard[record.rank]) {
-        WEFT_WARN("one-sided %s on %s: rank %u answered twice in one step", what,
-                  device_name().c_str(), record.rank);
-        result = ncclRemoteError;
-        break;
-      }
-      heard[record.rank] = true;
-      (*all)[record.rank] = record;
-    }
-    sent = 0;
-    for (int s = 0; s < peers && result == ncclSuccess; ++s) {
-      int state = ops->state(peers + s);
-      if (state == ExchangeRound::kPending) continue;
-      if (state != 0) {
-        WEFT_WARN("one-sided %s on %s: sending a setup message failed: %s", what,
-                  device_name().c_str(), fi_strerror(state));
-        result = ncclRemoteError;
-      }
-      ++sent;
-    }
-    if (result == ncclSuccess && (received < peers || sent < peers) &&
-        std::chrono::steady_clock::now() > deadline) {
-      std::vector<std::string> names;
-      for (const RmaPeer& peer : peers_) names.push_back(peer.name);
-      warn_unheard(what, device_name(), rank_, timeout_ms_, unheard_ranks(heard, names));
-      result = ncclRemoteError;
-    }
-    if (received + sent > done_before) {
-      backoff.reset();
-    } else {
-      backoff.pause();
-    }
-  }
-  if (result == ncclSuccess) return result;
-
-  // Cancel what is still posted and wait a moment for the provider to let go.
-  for (int i = 0; i < posted_receives; ++i) {
-    if (ops->state(i) == ExchangeRound::kPending) endpoint_->cancel(ops->op(i));
-  }
-  auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(1);
-  auto outstanding = [&] {
-    for (int i = 0; i < posted_receives; ++i)
-      if (ops->state(i) == ExchangeRound::kPending) return true;
-    for (int s = 0; s < posted_sends; ++s)
-      if (ops->state(peers + s) == ExchangeRound::kPending) return true;
-    return false;
-  };
-  IdleBackoff settle;
-  while (outstanding() && std::chrono::steady_clock::now() < give_up) {
-    if (endpoint_->poll() != ncclSuccess) break;
-    settle.pause();
-  }
-  if (outstanding()) {
-    // The provider still holds pointers into ops and records: keep both.
-    exchange_stuck_ = true;
-    ops.release();
-  }
-  return result;
+void OfiRmaComm::send_on_demand(uint32_t rank, const RmaRecord& record) {
+  inbox_->send(rank, peers_[rank].id, record);
 }
 
 ncclResult_t OfiRmaComm::progress() {
   ncclResult_t result = endpoint_->poll();
-  if (result == ncclSuccess && inbox_) result = inbox_->repost();
+  if (result == ncclSuccess) result = inbox_->service();
+  expire_asks();
   return result;
 }
 
@@ -362,29 +147,32 @@ OfiRmaComm::Posted OfiRmaComm::posted(ssize_t rc, const char* call, std::string*
 OfiRmaComm::Posted OfiRmaComm::write(uint32_t rank, uint8_t* local, size_t length, void* descriptor,
                                      uint64_t remote, uint64_t key, OpContext* op,
                                      std::string* error) {
-  return posted(
-      endpoint_->rma_write(local, length, descriptor, peers_[rank].address, remote, key, op),
-      "fi_writemsg", error);
+  fi_addr_t address = peer_address(rank, error);
+  if (address == FI_ADDR_NOTAVAIL) return Posted::Failed;
+  return posted(endpoint_->rma_write(local, length, descriptor, address, remote, key, op),
+                "fi_writemsg", error);
 }
 
 OfiRmaComm::Posted OfiRmaComm::read(uint32_t rank, uint8_t* local, size_t length, void* descriptor,
                                     uint64_t remote, uint64_t key, OpContext* op,
                                     std::string* error) {
-  return posted(
-      endpoint_->rma_read(local, length, descriptor, peers_[rank].address, remote, key, op),
-      "fi_read", error);
+  fi_addr_t address = peer_address(rank, error);
+  if (address == FI_ADDR_NOTAVAIL) return Posted::Failed;
+  return posted(endpoint_->rma_read(local, length, descriptor, address, remote, key, op), "fi_read",
+                error);
 }
 
 OfiRmaComm::Posted OfiRmaComm::signal(uint32_t rank, uint64_t* operand, void* operand_descriptor,
                                       uint64_t remote, uint64_t key, OpContext* op,
                                       std::string* error) {
-  const RmaPeer& peer = peers_[rank];
+  fi_addr_t address = peer_address(rank, error);
+  if (address == FI_ADDR_NOTAVAIL) return Posted::Failed;
   if (signals_by_message()) {
-    return posted(endpoint_->send(operand, kRmaSignalSize, operand_descriptor, peer.address,
-                                  rma_signal_tag(peer.id), op),
+    return posted(endpoint_->send(operand, kRmaSignalSize, operand_descriptor, address,
+                                  rma_signal_tag(peers_[rank].id), op),
                   "fi_tsend", error);
   }
-  return posted(endpoint_->atomic_add(operand, operand_descriptor, peer.address, remote, key, op),
+  return posted(endpoint_->atomic_add(operand, operand_descriptor, address, remote, key, op),
                 "fi_atomicmsg", error);
 }
 

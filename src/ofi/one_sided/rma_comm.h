@@ -2,12 +2,18 @@
 // RDM endpoint of its own for them, opened with FI_RMA and FI_ATOMIC
 // (OfiTransport), apart from the net comms' endpoint: their matching,
 // message pool and protocol never meet. A comm knows every rank's address
-// from the gathered listen handles; the ranks check each other with a
-// hello at connect and trade their regions' addresses and keys in each
-// symmetric registration, both as tagged messages on that endpoint.
+// from the gathered listen handles, and uses it only once it addresses that
+// rank: windows on demand (symmetric_comm.h), so connect and registration
+// send nothing, the provider hears of a rank (address vector entry,
+// connection) with the first operation to it, and a rank never addressed
+// costs nothing.
 #pragma once
 
+#include <rdma/fabric.h>
+
+#include <atomic>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -20,7 +26,7 @@
 
 namespace weft::ofi {
 
-class RmaSignalInbox;
+class RmaInbox;
 
 class OfiRmaListenComm final : public RmaListenComm {
  public:
@@ -40,8 +46,10 @@ class OfiRmaListenComm final : public RmaListenComm {
 };
 
 struct RmaPeer {
+  std::atomic<bool> inserted{false};  // address is its address vector entry
   fi_addr_t address = FI_ADDR_UNSPEC;
   uint32_t id = 0;  // its comm's id on its endpoint
+  std::vector<uint8_t> raw_address;
   std::string name;
 };
 
@@ -50,9 +58,9 @@ struct RmaPeer {
 // RmaBlock); this posts their operations on the comm's endpoint.
 class OfiRmaComm final : public SymmetricComm, public RmaWire<OpContext> {
  public:
-  // Checks every rank's handle and says hello to all of them; returns once
-  // every rank answered, or with an error naming those that did not within
-  // `timeout_ms`.
+  // Checks every rank's handle and posts the comm's receives; talks to no
+  // rank. An ask for a window unanswered within `timeout_ms` fails the
+  // operations waiting for it, naming the rank.
   static ncclResult_t connect(void* const* handles, int nranks, int rank, OfiRmaListenComm* listen,
                               int timeout_ms, std::unique_ptr<OfiRmaComm>* out);
   ~OfiRmaComm() override;
@@ -69,23 +77,25 @@ class OfiRmaComm final : public SymmetricComm, public RmaWire<OpContext> {
   Posted signal(uint32_t rank, uint64_t* operand, void* operand_descriptor, uint64_t remote,
                 uint64_t key, OpContext* op, std::string* error) override;
   // The provider has no remote atomics: signals travel as messages that
-  // the target's progress applies (rma_signal_inbox.h).
-  bool signals_by_message() const override { return inbox_ != nullptr; }
+  // the target's progress applies (rma_inbox.h).
+  bool signals_by_message() const override { return message_signals_; }
   ncclResult_t register_operands(void* data, size_t size, void** region,
                                  void** descriptor) override;
   void deregister_operands(void* region) override;
 
   Endpoint& endpoint() { return *endpoint_; }
+  // `rank`'s address vector entry, inserted on first use; FI_ADDR_NOTAVAIL
+  // with *error when the provider refused it.
+  fi_addr_t peer_address(uint32_t rank, std::string* error);
 
  protected:
   ncclResult_t register_local(void* data, size_t size, int type, int dmabuf_fd,
                               uint64_t dmabuf_offset, void** local, void** descriptor,
                               uint64_t* address, uint64_t* key) override;
   ncclResult_t deregister_local(void* local) override;
-  ncclResult_t exchange(const RmaRecord& mine, uint32_t round, std::vector<RmaRecord>* all,
-                        const char* what) override;
   std::unique_ptr<RmaBlockBase> make_block(const RmaContextConfig& config,
                                            ncclResult_t* result) override;
+  void send_on_demand(uint32_t rank, const RmaRecord& record) override;
 
  private:
   OfiRmaComm(std::shared_ptr<Endpoint> endpoint, uint32_t id, int rank, int nranks, int timeout_ms);
@@ -93,14 +103,10 @@ class OfiRmaComm final : public SymmetricComm, public RmaWire<OpContext> {
 
   std::shared_ptr<Endpoint> endpoint_;
   uint32_t id_;
-  int timeout_ms_;
-  std::vector<RmaPeer> peers_;
-  // Setup messages' buffers: one record per rank, this rank's outgoing one
-  // at its own place (registered once: FI_MR_LOCAL providers want it).
-  std::vector<uint8_t> records_;
-  void* records_region_ = nullptr;
-  bool exchange_stuck_ = false;  // receives that would not cancel: keep the buffers
-  std::unique_ptr<RmaSignalInbox> inbox_;
+  std::unique_ptr<RmaPeer[]> peers_;  // by rank
+  std::mutex peers_mutex_;            // inserting an address
+  bool message_signals_ = false;
+  std::unique_ptr<RmaInbox> inbox_;
 };
 
 }  // namespace weft::ofi
