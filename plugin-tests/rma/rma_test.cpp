@@ -5,6 +5,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <chrono>
@@ -643,16 +644,24 @@ TEST_CASE("a one-sided comm holds resources only for the ranks it talks to", "[.
         if (std::getenv("WEFT_TEST_RMA_LOG") != nullptr) {
           std::fprintf(stderr, "rank %d: %s\n", me, counts.c_str());
         }
-        if (setup.total() - before.total() > 2) {
+        // What one more peer costs here (sockets, queue pairs, mappings:
+        // 1 to 3 on the providers here), from the 13 met last.
+        const double per_peer = (all.total() - talked.total()) / 13.0;
+        // Setup may cost a few of its own (an epoll set, a completion
+        // queue) and about a peer's worth (verbs: the queue pair to itself);
+        // meeting all 15 at connect costs 15.
+        if (setup.total() - before.total() > 4 + std::max(per_peer, 1.0)) {
           return "connect and registration hold per-peer resources: " + counts;
-        }
-        if (talked.total() - setup.total() > 6) {
-          return "two peers' traffic holds more than two peers' resources: " + counts;
         }
         if (all.total() - talked.total() < 8) {
           return "talking to 13 more ranks added almost nothing, so the count sees no peers on "
                  "this provider: " +
                  counts;
+        }
+        // A peer costs up to 3 (softverbs: a socket and its NIC model's
+        // two); which end opens what varies, so the last 13 may average less.
+        if (talked.total() - setup.total() > 2 * std::max(per_peer, 3.0) + 2) {
+          return "two peers' traffic holds more than two peers' resources: " + counts;
         }
         return session.close();
       },

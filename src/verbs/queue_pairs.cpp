@@ -46,6 +46,15 @@ void QueuePairs::reset() {
 }
 
 bool QueuePairs::create(OpenPort& port, int count, const QpCapacity& wanted, std::string* error) {
+  if (!create_completion_queue(port, count, wanted, error)) return false;
+  for (int i = 0; i < count; ++i) {
+    if (!open(i, error)) return false;
+  }
+  return true;
+}
+
+bool QueuePairs::create_completion_queue(OpenPort& port, int count, const QpCapacity& wanted,
+                                         std::string* error) {
   reset();
   port_ = &port;
   const IbverbsApi& api = port.api();
@@ -68,46 +77,55 @@ bool QueuePairs::create(OpenPort& port, int count, const QpCapacity& wanted, std
     *error = failed("ibv_create_cq", limits, DeviceObject::CompletionQueue);
     return false;
   }
-  if (!limits.take(DeviceObject::QueuePair, count, error)) return false;
-  counted_qps_ = count;
-  for (int i = 0; i < count; ++i) {
-    ibv_qp_init_attr init{};
-    init.send_cq = cq_.get();
-    init.recv_cq = cq_.get();
-    init.qp_type = IBV_QPT_RC;
-    init.cap.max_send_wr = capacity.send_wrs;
-    init.cap.max_recv_wr = capacity.recv_wrs;
-    init.cap.max_send_sge = 1;
-    init.cap.max_recv_sge = 1;
-    init.cap.max_inline_data = capacity.inline_bytes;
-    errno = 0;
-    ibv_qp* qp = api.create_qp(port.pd(), &init);
-    if (qp == nullptr && capacity.inline_bytes > 0) {
-      // Some devices offer no inline data: do without.
-      init.cap.max_inline_data = 0;
-      qp = api.create_qp(port.pd(), &init);
-    }
-    if (qp == nullptr) {
-      *error = failed("ibv_create_qp", limits, DeviceObject::QueuePair);
-      return false;
-    }
-    qps_.emplace_back(qp, api.destroy_qp);
-    capacity.inline_bytes = init.cap.max_inline_data;
-    ibv_qp_attr attr_init{};
-    attr_init.qp_state = IBV_QPS_INIT;
-    attr_init.pkey_index = 0;
-    attr_init.port_num = static_cast<uint8_t>(port.port_number());
-    attr_init.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
-    // One-sided signals are remote fetch-and-adds where the device has them.
-    if (attr.atomic_cap != IBV_ATOMIC_NONE) attr_init.qp_access_flags |= IBV_ACCESS_REMOTE_ATOMIC;
-    errno = 0;
-    if (api.modify_qp(qp, &attr_init,
-                      IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS) != 0) {
-      *error = failed("ibv_modify_qp(INIT)");
-      return false;
-    }
-  }
+  qps_.clear();
+  for (int i = 0; i < count; ++i) qps_.emplace_back(nullptr, api.destroy_qp);
   capacity_ = capacity;
+  return true;
+}
+
+bool QueuePairs::open(int index, std::string* error) {
+  if (qps_[static_cast<size_t>(index)]) return true;
+  OpenPort& port = *port_;
+  const IbverbsApi& api = port.api();
+  const ibv_device_attr& attr = port.device_attr();
+  DeviceLimits& limits = port.limits();
+  if (!limits.take(DeviceObject::QueuePair, 1, error)) return false;
+  ++counted_qps_;
+  ibv_qp_init_attr init{};
+  init.send_cq = cq_.get();
+  init.recv_cq = cq_.get();
+  init.qp_type = IBV_QPT_RC;
+  init.cap.max_send_wr = capacity_.send_wrs;
+  init.cap.max_recv_wr = capacity_.recv_wrs;
+  init.cap.max_send_sge = 1;
+  init.cap.max_recv_sge = 1;
+  init.cap.max_inline_data = capacity_.inline_bytes;
+  errno = 0;
+  ibv_qp* qp = api.create_qp(port.pd(), &init);
+  if (qp == nullptr && capacity_.inline_bytes > 0) {
+    // Some devices offer no inline data: do without.
+    init.cap.max_inline_data = 0;
+    qp = api.create_qp(port.pd(), &init);
+  }
+  if (qp == nullptr) {
+    *error = failed("ibv_create_qp", limits, DeviceObject::QueuePair);
+    return false;
+  }
+  qps_[static_cast<size_t>(index)].reset(qp);
+  capacity_.inline_bytes = init.cap.max_inline_data;
+  ibv_qp_attr attr_init{};
+  attr_init.qp_state = IBV_QPS_INIT;
+  attr_init.pkey_index = 0;
+  attr_init.port_num = static_cast<uint8_t>(port.port_number());
+  attr_init.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+  // One-sided signals are remote fetch-and-adds where the device has them.
+  if (attr.atomic_cap != IBV_ATOMIC_NONE) attr_init.qp_access_flags |= IBV_ACCESS_REMOTE_ATOMIC;
+  errno = 0;
+  if (api.modify_qp(qp, &attr_init,
+                    IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS) != 0) {
+    *error = failed("ibv_modify_qp(INIT)");
+    return false;
+  }
   return true;
 }
 

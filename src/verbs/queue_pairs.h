@@ -45,6 +45,13 @@ class QueuePairs {
   // `count` QPs over one new CQ, in INIT, counted against the device's
   // limits until reset(). False with the failing call or limit in *error.
   bool create(OpenPort& port, int count, const QpCapacity& wanted, std::string* error);
+  // The same CQ, for `count` QPs that are made one by one as they are
+  // needed (open): one-sided comms meet a rank on first use.
+  bool create_completion_queue(OpenPort& port, int count, const QpCapacity& wanted,
+                               std::string* error);
+  // QP `index` in INIT, made now unless it was already.
+  bool open(int index, std::string* error);
+  bool is_open(int index) const { return qps_[static_cast<size_t>(index)] != nullptr; }
   // QP `index` to RTR and RTS towards the peer's `remote_qpn` at `remote`'s address.
   bool connect(int index, uint32_t remote_qpn, const ConnectionInfo& remote,
                const QpSettings& settings, std::string* error);
@@ -57,6 +64,7 @@ class QueuePairs {
   bool set_ece(uint32_t vendor_id, uint32_t options, std::string* error);
 
   int count() const { return static_cast<int>(qps_.size()); }
+  int open_count() const { return counted_qps_; }
   ibv_qp* qp(int index) const { return qps_[static_cast<size_t>(index)].get(); }
   ibv_cq* cq() const { return cq_.get(); }
   const QpCapacity& capacity() const { return capacity_; }

@@ -5,7 +5,6 @@
 #include <cstring>
 
 #include "core/handle_header.h"
-#include "core/idle_backoff.h"
 #include "core/listen_secret.h"
 #include "core/rma_connect.h"
 #include "core/rma_record.h"
@@ -14,8 +13,6 @@
 
 namespace weft::verbs {
 namespace {
-
-using Clock = std::chrono::steady_clock;
 
 // Send queue depth per queue pair: a block's operations beyond it wait in
 // their channel (RmaWire::Posted::Busy) until completions make room.
@@ -59,8 +56,12 @@ ncclResult_t VerbsRmaComm::connect(void* const* handles, int nranks, int rank,
       new VerbsRmaComm(listen->port, rank, nranks, timeout_ms, listen->message_signals));
   for (const ListenHandle& handle : decoded) comm->listen_ids_.push_back(handle.listen_id);
   comm->set_rank_secrets(decoded);
-  if (ncclResult_t result = comm->join(addresses, *listen); result != ncclSuccess) return result;
-  WEFT_INFO(NCCL_NET, "%s: one-sided comm of %d ranks connected (rank %d, signals by %s)",
+  if (ncclResult_t result = comm->open(*listen, std::move(addresses)); result != ncclSuccess) {
+    return result;
+  }
+  WEFT_INFO(NCCL_NET,
+            "%s: one-sided comm of %d ranks ready (rank %d, signals by %s); ranks are met on "
+            "first use",
             device.c_str(), nranks, rank, comm->message_signals_ ? "message" : "fetch-and-add");
   *out = std::move(comm);
   return ncclSuccess;
@@ -68,295 +69,111 @@ ncclResult_t VerbsRmaComm::connect(void* const* handles, int nranks, int rank,
 
 VerbsRmaComm::VerbsRmaComm(std::shared_ptr<OpenPort> port, int rank, int nranks, int timeout_ms,
                            bool message_signals)
-    : SymmetricComm(rank, nranks),
+    : SymmetricComm(rank, nranks, timeout_ms > 0 ? timeout_ms : 1),
       port_(std::move(port)),
-      timeout_ms_(timeout_ms),
       message_signals_(message_signals) {}
 
 VerbsRmaComm::~VerbsRmaComm() {
   close_all();
+  links_.reset();
   qps_.reset();  // no receive lands in the inbox after this
   if (inbox_region_ != nullptr) port_->deregister_memory(inbox_region_);
 }
 
-ncclResult_t VerbsRmaComm::join(const std::vector<SocketAddress>& addresses,
-                                VerbsRmaListenComm& listen) {
+ncclResult_t VerbsRmaComm::open(VerbsRmaListenComm& listen, std::vector<SocketAddress> addresses) {
   const int nranks = rank_count();
   const int self = rank();
   const std::string& device = device_name();
-  for (const SocketAddress& address : addresses) names_.push_back(address.text());
-
+  listen_id_ = listen.id;
+  settings_ = listen.settings;
+  settings_.rd_atomic = kReadDepth;
+  settings_.ece = false;
+  // The completion queue has room for every rank's queue pair; the queue
+  // pairs come as ranks are met.
   QpCapacity capacity{kSendDepth, message_signals_ ? uint32_t{kSignalSlots} : 1, 0};
   std::string error;
-  if (!qps_.create(*port_, nranks, capacity, &error)) {
+  if (!qps_.create_completion_queue(*port_, nranks, capacity, &error)) {
     WEFT_WARN("one-sided connect on %s: %s", device.c_str(), error.c_str());
     return ncclSystemError;
   }
   if (message_signals_) {
-    // Posted before any rank hears from this one: no signal finds none.
     const size_t slots = static_cast<size_t>(nranks) * kSignalSlots;
     inbox_ = std::make_unique<uint8_t[]>(slots * kRmaSignalSize);
     ncclResult_t result = port_->register_memory(inbox_.get(), slots * kRmaSignalSize,
                                                  NCCL_PTR_HOST, -1, 0, &inbox_region_);
     if (result != ncclSuccess) return result;
     inbox_ops_ = std::make_unique<RmaOp[]>(slots);
-    for (size_t i = 0; i < slots; ++i) {
-      inbox_ops_[i] = RmaOp{this, static_cast<uint32_t>(i)};
-      if (ncclResult_t posted = post_signal_receive(static_cast<uint32_t>(i));
-          posted != ncclSuccess) {
-        return posted;
-      }
-    }
+    for (size_t i = 0; i < slots; ++i) inbox_ops_[i] = RmaOp{this, static_cast<uint32_t>(i)};
   }
-
-  // Who is who: each rank connects to every higher rank and says hello;
-  // the higher one learns the lower one's rank from it.
-  streams_.resize(static_cast<size_t>(nranks));
-  const uint32_t round = take_round();
-  RmaRecord hello;
-  hello.kind = RmaRecordKind::Hello;
-  hello.rank = static_cast<uint32_t>(self);
-  hello.ranks = static_cast<uint32_t>(nranks);
-  hello.round = round;
-  hello.proof = own_proof();
-  uint8_t hello_bytes[kRmaRecordSize];
-  encode_rma_record(hello, hello_bytes);
-  const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms_);
-  std::vector<bool> greeted(static_cast<size_t>(nranks), false);
-  for (int r = self + 1; r < nranks; ++r) {
-    if (!TcpStream::connect(addresses[static_cast<size_t>(r)], &streams_[static_cast<size_t>(r)],
-                            &error, kOpenListenerRefusalGrace)) {
-      WEFT_WARN("one-sided connect on %s: rank %d: %s", device.c_str(), r, error.c_str());
-      return ncclRemoteError;
-    }
+  // Its own queue pair, to itself (NCCL's graph flush puts to itself).
+  const auto me = static_cast<uint32_t>(self);
+  uint8_t own[kConnectionInfoSize];
+  bool opened = open_queue_pair(me, &error);
+  if (opened) {
+    encode_queue_pair(me, own);
+    opened = connect_queue_pair(me, own, &error);
   }
-  struct Newcomer {
-    TcpStream stream;
-    uint8_t hello[kRmaRecordSize] = {};
-  };
-  std::vector<Newcomer> newcomers;
-  int identified = 0;
-  int sent = 0;
-  const int higher = nranks - 1 - self;
-  IdleBackoff backoff;
-  while (identified < self || sent < higher) {
-    const int done_before = identified + sent;
-    TcpStream accepted;
-    if (!listen.listener->accept(&accepted, &error)) {
-      WEFT_WARN("one-sided connect on %s: accepting: %s", device.c_str(), error.c_str());
-      return ncclSystemError;
-    }
-    if (accepted.valid()) newcomers.push_back(Newcomer{std::move(accepted), {}});
-    for (auto it = newcomers.begin(); it != newcomers.end();) {
-      TcpStream::Progress progress = it->stream.receive_all(it->hello, &error);
-      if (progress == TcpStream::Progress::Pending) {
-        ++it;
-        continue;
-      }
-      RmaRecord record;
-      RmaRecord expected = hello;
-      // The proof first: whoever cannot give it was handed no handle of
-      // this comm. Every refusal is rate-limited: anyone may connect here.
-      std::string why;
-      if (progress == TcpStream::Progress::Failed) {
-        why = error;
-      } else if (!rma_record_proven(it->hello, kRmaRecordSize, rank_secrets())) {
-        why = "its hello proved no rank's listen secret";
-      } else if (!decode_rma_record(it->hello, kRmaRecordSize, expected,
-                                    static_cast<uint32_t>(self), &record, &error)) {
-        why = error;
-      } else if (record.rank >= static_cast<uint32_t>(self) || greeted[record.rank]) {
-        why = "not a lower rank of this comm, or a second hello";
-      }
-      if (!why.empty()) {
-        log_refused_connect("one-sided connect on " + device, it->stream.peer().text(), why);
-        error.clear();
-        it = newcomers.erase(it);
-        continue;
-      }
-      greeted[record.rank] = true;
-      streams_[record.rank] = std::move(it->stream);
-      ++identified;
-      it = newcomers.erase(it);
-    }
-    for (int r = self + 1; r < nranks; ++r) {
-      if (greeted[static_cast<size_t>(r)]) continue;
-      TcpStream::Progress progress = streams_[static_cast<size_t>(r)].send_all(hello_bytes, &error);
-      if (progress == TcpStream::Progress::Failed) {
-        WEFT_WARN("one-sided connect on %s: rank %d (%s): %s", device.c_str(), r,
-                  names_[static_cast<size_t>(r)].c_str(), error.c_str());
-        return ncclRemoteError;
-      }
-      if (progress == TcpStream::Progress::Done) {
-        greeted[static_cast<size_t>(r)] = true;
-        ++sent;
-      }
-    }
-    // Setup waits on sockets only: give the core to the peers meanwhile.
-    if (identified + sent > done_before) {
-      backoff.reset();
-    } else if (identified < self || sent < higher) {
-      backoff.pause();
-    }
-    if ((identified < self || sent < higher) && Clock::now() > deadline) {
-      std::vector<bool> heard(greeted.begin(), greeted.end());
-      heard[static_cast<size_t>(self)] = true;
-      warn_unheard("connect", device, self, timeout_ms_, unheard_ranks(heard, names_));
-      return ncclRemoteError;
-    }
+  if (!opened) {
+    WEFT_WARN("one-sided connect on %s: %s", device.c_str(), error.c_str());
+    return ncclSystemError;
   }
-
-  // Queue pair addresses, one per pair of ranks, then every queue pair up.
-  const PortAddress& address = port_->address();
-  auto info_for = [&](int r) {
-    ConnectionInfo info;
-    info.role = Role::OneSided;
-    info.link_layer = address.link_layer;
-    info.qp_count = 1;
-    info.mtu = address.active_mtu;
-    info.lid = address.lid;
-    info.listen_id = listen.id;
-    std::memcpy(info.gid, address.gid, 16);
-    info.qpn[0] = qps_.qp(r)->qp_num;
-    return info;
-  };
-  std::vector<std::vector<uint8_t>> out(static_cast<size_t>(nranks));
-  std::vector<std::vector<uint8_t>> in(static_cast<size_t>(nranks));
-  for (int r = 0; r < nranks; ++r) {
-    if (r == self) continue;
-    out[static_cast<size_t>(r)].resize(kConnectionInfoSize);
-    in[static_cast<size_t>(r)].resize(kConnectionInfoSize);
-    encode_connection_info(info_for(r), out[static_cast<size_t>(r)].data());
+  links_ = std::make_unique<RmaPeerLinks>(*this, std::move(listen.listener), std::move(addresses));
+  if (!links_->open(&error)) {
+    WEFT_WARN("one-sided connect on %s: %s", device.c_str(), error.c_str());
+    return ncclSystemError;
   }
-  if (!trade(out, &in, "connect")) return ncclRemoteError;
-  QpSettings settings = listen.settings;
-  settings.rd_atomic = kReadDepth;
-  settings.ece = false;
-  for (int r = 0; r < nranks; ++r) {
-    ConnectionInfo remote;
-    if (r == self) {
-      remote = info_for(r);
-    } else if (!decode_connection_info(in[static_cast<size_t>(r)].data(), kConnectionInfoSize,
-                                       Role::OneSided, &remote, &error)) {
-      WEFT_WARN("one-sided connect on %s: rank %d's queue pair address is refused: %s",
-                device.c_str(), r, error.c_str());
-      return ncclRemoteError;
-    }
-    if (r != self && remote.listen_id != listen_ids_[static_cast<size_t>(r)]) {
-      WEFT_WARN(
-          "one-sided connect on %s: the rank that answered as %d is not the one whose "
-          "handle says so (listen %u, handle %u)",
-          device.c_str(), r, remote.listen_id, listen_ids_[static_cast<size_t>(r)]);
-      return ncclRemoteError;
-    }
-    if (remote.link_layer != address.link_layer) {
-      WEFT_WARN("one-sided connect on %s: rank %d's port has another link layer", device.c_str(),
-                r);
-      return ncclInvalidUsage;
-    }
-    if (!qps_.connect(r, remote.qpn[0], remote, settings, &error)) {
-      WEFT_WARN("one-sided connect on %s: queue pair to rank %d: %s", device.c_str(), r,
-                error.c_str());
-      return ncclSystemError;
-    }
-  }
-  // Nobody writes before every rank's queue pairs are up.
-  for (int r = 0; r < nranks; ++r) {
-    if (r == self) continue;
-    out[static_cast<size_t>(r)].assign(1, 1);
-    in[static_cast<size_t>(r)].assign(1, 0);
-  }
-  return trade(out, &in, "connect") ? ncclSuccess : ncclRemoteError;
+  return ncclSuccess;
 }
 
-bool VerbsRmaComm::trade(const std::vector<std::vector<uint8_t>>& out,
-                         std::vector<std::vector<uint8_t>>* in, const char* what) {
-  const int nranks = rank_count();
-  const int self = rank();
-  std::vector<uint8_t> sent(static_cast<size_t>(nranks), 0);
-  std::vector<uint8_t> received(static_cast<size_t>(nranks), 0);
-  sent[static_cast<size_t>(self)] = received[static_cast<size_t>(self)] = 1;
-  int remaining = 2 * (nranks - 1);
-  const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms_);
-  std::string error;
-  IdleBackoff backoff;
-  while (remaining > 0) {
-    const int remaining_before = remaining;
-    for (int r = 0; r < nranks; ++r) {
-      const size_t i = static_cast<size_t>(r);
-      TcpStream& stream = streams_[i];
-      if (!sent[i]) {
-        TcpStream::Progress progress = stream.send_all(out[i], &error);
-        if (progress == TcpStream::Progress::Done) {
-          sent[i] = 1;
-          --remaining;
-        }
-      }
-      if (error.empty() && !received[i]) {
-        TcpStream::Progress progress = stream.receive_all((*in)[i], &error);
-        if (progress == TcpStream::Progress::Done) {
-          received[i] = 1;
-          --remaining;
-        }
-      }
-      if (!error.empty()) {
-        WEFT_WARN("one-sided %s on %s: rank %d (%s): %s", what, device_name().c_str(), r,
-                  names_[i].c_str(), error.c_str());
-        return false;
-      }
-    }
-    if (remaining < remaining_before) {
-      backoff.reset();
-    } else {
-      backoff.pause();
-    }
-    if (remaining > 0 && Clock::now() > deadline) {
-      std::vector<bool> heard(received.begin(), received.end());
-      warn_unheard(what, device_name(), self, timeout_ms_, unheard_ranks(heard, names_));
+bool VerbsRmaComm::open_queue_pair(uint32_t rank, std::string* error) {
+  if (qps_.is_open(static_cast<int>(rank))) return true;
+  if (!qps_.open(static_cast<int>(rank), error)) return false;
+  if (!message_signals_) return true;
+  // Posted before the rank hears of this queue pair: no signal finds none.
+  for (uint32_t k = 0; k < static_cast<uint32_t>(kSignalSlots); ++k) {
+    if (post_signal_receive(rank * kSignalSlots + k) != ncclSuccess) {
+      *error = "posting receives for rank " + std::to_string(rank) + "'s signals failed";
       return false;
     }
   }
   return true;
 }
 
-ncclResult_t VerbsRmaComm::exchange(const RmaRecord& mine, uint32_t round,
-                                    std::vector<RmaRecord>* all, const char* what) {
-  const int nranks = rank_count();
-  const int self = rank();
-  RmaRecord expected = mine;
-  expected.rank = static_cast<uint32_t>(self);
-  expected.ranks = static_cast<uint32_t>(nranks);
-  expected.round = round;
-  expected.proof = own_proof();
-  all->assign(static_cast<size_t>(nranks), expected);
-  if (nranks == 1) return ncclSuccess;
-  std::vector<std::vector<uint8_t>> out(static_cast<size_t>(nranks));
-  std::vector<std::vector<uint8_t>> in(static_cast<size_t>(nranks));
-  for (int r = 0; r < nranks; ++r) {
-    if (r == self) continue;
-    out[static_cast<size_t>(r)].resize(kRmaRecordSize);
-    in[static_cast<size_t>(r)].resize(kRmaRecordSize);
-    encode_rma_record(expected, out[static_cast<size_t>(r)].data());
+void VerbsRmaComm::encode_queue_pair(uint32_t rank, uint8_t* out) const {
+  const PortAddress& address = port_->address();
+  ConnectionInfo info;
+  info.role = Role::OneSided;
+  info.link_layer = address.link_layer;
+  info.qp_count = 1;
+  info.mtu = address.active_mtu;
+  info.lid = address.lid;
+  info.listen_id = listen_id_;
+  std::memcpy(info.gid, address.gid, 16);
+  info.qpn[0] = qps_.is_open(static_cast<int>(rank)) ? qps_.qp(static_cast<int>(rank))->qp_num : 0;
+  encode_connection_info(info, out);
+}
+
+bool VerbsRmaComm::connect_queue_pair(uint32_t rank, const uint8_t* bytes, std::string* error) {
+  ConnectionInfo remote;
+  if (!decode_connection_info(bytes, kConnectionInfoSize, Role::OneSided, &remote, error)) {
+    *error = "its queue pair address is refused: " + *error;
+    return false;
   }
-  if (!trade(out, &in, what)) return ncclRemoteError;
-  for (int r = 0; r < nranks; ++r) {
-    if (r == self) continue;
-    RmaRecord record;
-    std::string error;
-    if (!rma_record_proven(in[static_cast<size_t>(r)].data(), kRmaRecordSize, rank_secrets())) {
-      error = "it proves no rank's listen secret";
-    }
-    if (!error.empty() ||
-        !decode_rma_record(in[static_cast<size_t>(r)].data(), kRmaRecordSize, expected,
-                           static_cast<uint32_t>(self), &record, &error) ||
-        record.rank != static_cast<uint32_t>(r)) {
-      WEFT_WARN("one-sided %s on %s: rank %d's setup message is refused: %s", what,
-                device_name().c_str(), r, error.empty() ? "it names another rank" : error.c_str());
-      return ncclRemoteError;
-    }
-    (*all)[static_cast<size_t>(r)] = record;
+  if (remote.listen_id != listen_ids_[rank]) {
+    *error = "it is not the rank whose handle says so (listen " + std::to_string(remote.listen_id) +
+             ", handle " + std::to_string(listen_ids_[rank]) + ")";
+    return false;
   }
-  return ncclSuccess;
+  if (remote.link_layer != port_->address().link_layer) {
+    *error = "its port has another link layer";
+    return false;
+  }
+  return open_queue_pair(rank, error) &&
+         qps_.connect(static_cast<int>(rank), remote.qpn[0], remote, settings_, error);
+}
+
+void VerbsRmaComm::send_on_demand(uint32_t rank, const RmaRecord& record) {
+  links_->send(rank, record);
 }
 
 ncclResult_t VerbsRmaComm::register_local(void* data, size_t size, int type, int dmabuf_fd,
@@ -398,8 +215,14 @@ std::unique_ptr<RmaBlockBase> VerbsRmaComm::make_block(const RmaContextConfig& c
 
 VerbsRmaComm::Posted VerbsRmaComm::post(uint32_t rank, ibv_send_wr& wr, const char* call,
                                         std::string* error) {
+  ibv_qp* qp = qps_.qp(static_cast<int>(rank));
+  if (qp == nullptr) {
+    // Only a rank met has windows to address: not reached.
+    *error = std::string(call) + ": rank " + std::to_string(rank) + " was never met";
+    return Posted::Failed;
+  }
   ibv_send_wr* bad = nullptr;
-  int rc = ibv_post_send(qps_.qp(static_cast<int>(rank)), &wr, &bad);
+  int rc = ibv_post_send(qp, &wr, &bad);
   if (rc == 0) return Posted::Done;
   // A full send queue: completions will make room.
   if (rc == ENOMEM) return Posted::Busy;
@@ -523,6 +346,8 @@ ncclResult_t VerbsRmaComm::progress() {
     WEFT_WARN("%s: receives for signal messages could not be posted again", device_name().c_str());
     return ncclSystemError;
   }
+  links_->service();
+  expire_asks();
   return ncclSuccess;
 }
 

@@ -3,12 +3,11 @@
 // puts to itself), on one completion queue, apart from the net comms' queue
 // pairs: puts are RDMA writes, gets RDMA reads, and signals remote
 // fetch-and-adds where the device has atomics, else 32-byte sends that the
-// target's progress adds in (host memory only). The ranks find each other
-// through a TCP listener per listen comm (its address is the handle's
-// payload): every pair of ranks connects once, trades a hello and its
-// queue pair's address, and keeps the connection for the symmetric
-// registrations' records. Symmetric registration and the context blocks
-// are core's (SymmetricComm, RmaBlock).
+// target's progress adds in (host memory only). Ranks meet on first use
+// (rma_peer_links.h): the queue pair to a rank, and the TCP connection its
+// windows are asked for on, exist only once an operation addressed it.
+// Symmetric registration and the context blocks are core's
+// (SymmetricComm, RmaBlock).
 #pragma once
 
 #include <memory>
@@ -20,6 +19,7 @@
 #include "core/tcp_channel.h"
 #include "verbs/open_port.h"
 #include "verbs/queue_pairs.h"
+#include "verbs/rma_peer_links.h"
 
 namespace weft::verbs {
 
@@ -42,9 +42,9 @@ class VerbsRmaListenComm final : public RmaListenComm {
 
 class VerbsRmaComm final : public SymmetricComm, public RmaWire<RmaOp>, private CompletionTarget {
  public:
-  // Checks every rank's handle, connects to every rank and brings the
-  // queue pairs up; returns once every rank is ready, or with an error
-  // naming those that were not within `timeout_ms`.
+  // Checks every rank's handle and takes over the listener; meets no rank
+  // (this one's own queue pair excepted). An ask for a window unanswered
+  // within `timeout_ms` fails the operations waiting for it, naming the rank.
   static ncclResult_t connect(void* const* handles, int nranks, int rank,
                               VerbsRmaListenComm* listen, int timeout_ms,
                               std::unique_ptr<VerbsRmaComm>* out);
@@ -71,23 +71,24 @@ class VerbsRmaComm final : public SymmetricComm, public RmaWire<RmaOp>, private 
                               uint64_t dmabuf_offset, void** local, void** descriptor,
                               uint64_t* address, uint64_t* key) override;
   ncclResult_t deregister_local(void* local) override;
-  ncclResult_t exchange(const RmaRecord& mine, uint32_t round, std::vector<RmaRecord>* all,
-                        const char* what) override;
   std::unique_ptr<RmaBlockBase> make_block(const RmaContextConfig& config,
                                            ncclResult_t* result) override;
+  void send_on_demand(uint32_t rank, const RmaRecord& record) override;
 
  private:
+  friend class RmaPeerLinks;
   // Receives posted per rank for signal messages.
   static constexpr int kSignalSlots = 64;
 
   VerbsRmaComm(std::shared_ptr<OpenPort> port, int rank, int nranks, int timeout_ms,
                bool message_signals);
-  // The connection setup of connect(), on an allocated comm.
-  ncclResult_t join(const std::vector<SocketAddress>& addresses, VerbsRmaListenComm& listen);
-  // Moves `out[r]` to, and `in[r]` from, every other rank over its stream;
-  // false (logged, naming the ranks missing) on failure or timeout.
-  bool trade(const std::vector<std::vector<uint8_t>>& out, std::vector<std::vector<uint8_t>>* in,
-             const char* what);
+  // What connect() sets up before NCCL has the comm.
+  ncclResult_t open(VerbsRmaListenComm& listen, std::vector<SocketAddress> addresses);
+  // For RmaPeerLinks: the queue pair to `rank` in INIT (with its signal
+  // receives), its address for `rank`, and up against `rank`'s address.
+  bool open_queue_pair(uint32_t rank, std::string* error);
+  void encode_queue_pair(uint32_t rank, uint8_t* out) const;
+  bool connect_queue_pair(uint32_t rank, const uint8_t* info, std::string* error);
   ncclResult_t post_signal_receive(uint32_t slot);
   Posted post(uint32_t rank, ibv_send_wr& wr, const char* call, std::string* error);
   Posted post_rdma(uint32_t rank, ibv_wr_opcode opcode, uint8_t* local, size_t length,
@@ -98,12 +99,12 @@ class VerbsRmaComm final : public SymmetricComm, public RmaWire<RmaOp>, private 
   void on_error(uint32_t slot, int error, size_t overflow_length, const char* text) override;
 
   std::shared_ptr<OpenPort> port_;
-  int timeout_ms_;
   bool message_signals_;
-  QueuePairs qps_;                    // qp(r): to rank r
-  std::vector<TcpStream> streams_;    // by rank; none to itself
-  std::vector<std::string> names_;    // by rank: where its listener is
+  QueuePairs qps_;          // qp(r): to rank r, once met
+  uint32_t listen_id_ = 0;  // this rank's (its handle's)
+  QpSettings settings_;
   std::vector<uint32_t> listen_ids_;  // by rank: its listen comm's id (the handle's)
+  std::unique_ptr<RmaPeerLinks> links_;
   // Signal messages: kSignalSlots receive buffers per rank, registered.
   std::unique_ptr<uint8_t[]> inbox_;
   MemoryHandle* inbox_region_ = nullptr;
