@@ -218,20 +218,25 @@ SymmetricComm::WindowLookup SymmetricComm::window_of(const RmaRegion& region, ui
                                     std::memory_order_acq_rel)) {
     {
       std::lock_guard<std::mutex> lock(regions_mutex_);
-      open_asks_.push_back(OpenAsk{
-          region.id, rank,
-          std::chrono::steady_clock::now() + std::chrono::milliseconds(on_demand_timeout_ms_)});
+      const auto now = std::chrono::steady_clock::now();
+      OpenAsk ask{region.id, rank, now + std::chrono::milliseconds(on_demand_timeout_ms_), {}};
+      ask.again = now + ask.pause;
+      open_asks_.push_back(ask);
     }
     open_ask_count_.fetch_add(1, std::memory_order_acq_rel);
-    RmaRecord ask;
-    ask.kind = RmaRecordKind::WindowAsk;
-    ask.rank = static_cast<uint32_t>(rank_);
-    ask.ranks = static_cast<uint32_t>(rank_count_);
-    ask.round = region.id;
-    ask.proof = own_proof();
-    send_on_demand(rank, ask);
+    send_on_demand(rank, ask_for(region.id));
   }
   return WindowLookup::Waiting;
+}
+
+RmaRecord SymmetricComm::ask_for(uint32_t round) const {
+  RmaRecord ask;
+  ask.kind = RmaRecordKind::WindowAsk;
+  ask.rank = static_cast<uint32_t>(rank_);
+  ask.ranks = static_cast<uint32_t>(rank_count_);
+  ask.round = round;
+  ask.proof = own_proof();
+  return ask;
 }
 
 uint64_t SymmetricComm::size_for_checks(const RmaRegion& region, uint32_t rank) const {
@@ -275,9 +280,13 @@ void SymmetricComm::take_on_demand_record(const RmaRecord& record) {
   RmaRegion* region = region_by_round(record.round);
   if (region == nullptr) return;  // deregistered while its ask was open
   std::atomic<uint8_t>& state = region->window_state[record.rank];
-  if (state.load(std::memory_order_acquire) != static_cast<uint8_t>(RmaWindowState::Asked)) {
-    WEFT_WARN("%s: rank %u sent its copy of region %u, which this rank did not ask for: ignored",
-              device_name().c_str(), record.rank, record.round);
+  const uint8_t seen = state.load(std::memory_order_acquire);
+  if (seen != static_cast<uint8_t>(RmaWindowState::Asked)) {
+    // A second answer to an ask sent again is no news.
+    if (seen != static_cast<uint8_t>(RmaWindowState::Known)) {
+      WEFT_WARN("%s: rank %u sent its copy of region %u, which this rank did not ask for: ignored",
+                device_name().c_str(), record.rank, record.round);
+    }
     return;
   }
   if (record.size == 0) {
@@ -333,17 +342,27 @@ void SymmetricComm::on_demand_send_failed(const RmaRecord& record, uint32_t rank
 void SymmetricComm::expire_asks() {
   if (open_ask_count_.load(std::memory_order_acquire) == 0) return;
   const auto now = std::chrono::steady_clock::now();
-  std::lock_guard<std::mutex> lock(regions_mutex_);
-  std::vector<OpenAsk> expired;
-  for (const OpenAsk& ask : open_asks_) {
-    if (ask.deadline <= now) expired.push_back(ask);
+  std::vector<std::pair<uint32_t, uint32_t>> again;  // rank, step
+  {
+    std::lock_guard<std::mutex> lock(regions_mutex_);
+    std::vector<OpenAsk> expired;
+    for (OpenAsk& ask : open_asks_) {
+      if (ask.deadline <= now) {
+        expired.push_back(ask);
+      } else if (ask.again <= now) {
+        again.emplace_back(ask.rank, ask.round);
+        ask.pause *= 2;
+        ask.again = now + ask.pause;
+      }
+    }
+    for (const OpenAsk& ask : expired) {
+      mark_missing(ask.round, ask.rank,
+                   "rank " + std::to_string(ask.rank) + " did not answer within " +
+                       std::to_string(on_demand_timeout_ms_) +
+                       " ms (WEFT_CONNECT_TIMEOUT_MS): is it running, and does it drive progress?");
+    }
   }
-  for (const OpenAsk& ask : expired) {
-    mark_missing(ask.round, ask.rank,
-                 "rank " + std::to_string(ask.rank) + " did not answer within " +
-                     std::to_string(on_demand_timeout_ms_) +
-                     " ms (WEFT_CONNECT_TIMEOUT_MS): is it running, and does it drive progress?");
-  }
+  for (const auto& [rank, round] : again) send_on_demand(rank, ask_for(round));
 }
 
 ncclResult_t SymmetricComm::dereg_mr_sym(void* mhandle) {

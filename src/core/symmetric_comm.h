@@ -130,6 +130,7 @@ class SymmetricComm : public RmaComm {
   // This rank's answer to an ask for the region of step `round` (size 0:
   // none held). Under regions_mutex_.
   RmaRecord answer_for(uint32_t round) const;
+  RmaRecord ask_for(uint32_t round) const;
   RmaRegion* region_by_round(uint32_t round) const;
   void mark_missing(uint32_t round, uint32_t rank, const std::string& why);
 
@@ -149,6 +150,10 @@ class SymmetricComm : public RmaComm {
     uint32_t round;
     uint32_t rank;
     std::chrono::steady_clock::time_point deadline;
+    // Asked again then (a provider may lose an unexpected message: 1.17's
+    // shm does), twice as late each time.
+    std::chrono::steady_clock::time_point again;
+    std::chrono::milliseconds pause{1000};
   };
   std::vector<std::pair<uint32_t, uint32_t>> deferred_asks_;
   std::vector<OpenAsk> open_asks_;

@@ -39,13 +39,16 @@ void RmaPeerLinks::send(uint32_t rank, const RmaRecord& record) {
 
 void RmaPeerLinks::service() {
   const auto now = std::chrono::steady_clock::now();
-  const bool due = now >= next_look_;
-  if (!due && active_.empty() && newcomers_.empty() &&
+  const int64_t now_ns =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(now.time_since_epoch()).count();
+  if (now_ns < next_look_ns_.load(std::memory_order_relaxed) &&
+      !under_way_.load(std::memory_order_acquire) &&
       !submissions_.load(std::memory_order_acquire)) {
     return;
   }
   std::unique_lock<std::mutex> lock(service_mutex_, std::try_to_lock);
   if (!lock.owns_lock()) return;
+  const bool due = now >= next_look_;
   auto take_submissions = [&] {
     if (!submissions_.exchange(false, std::memory_order_acq_rel)) return;
     std::vector<std::pair<uint32_t, RmaRecord>> taken;
@@ -68,6 +71,7 @@ void RmaPeerLinks::service() {
   if (due) {
     // Once a millisecond when nothing is under way: one system call.
     next_look_ = now + std::chrono::milliseconds(1);
+    next_look_ns_.store(now_ns + 1000000, std::memory_order_relaxed);
     epoll_event events[32];
     const int ready = ::epoll_wait(epoll_.get(), events, 32, 0);
     for (int i = 0; i < ready; ++i) {
@@ -104,6 +108,7 @@ void RmaPeerLinks::service() {
     for (uint32_t kept : active_) listed = listed || kept == rank;
     if (!listed) active_.push_back(rank);
   }
+  under_way_.store(!active_.empty() || !newcomers_.empty(), std::memory_order_release);
 }
 
 bool RmaPeerLinks::introduce(uint32_t rank, std::string* error) {

@@ -110,6 +110,10 @@ class RmaPeerLinks {
   // key is the rank count).
   Fd epoll_;
   std::chrono::steady_clock::time_point next_look_{};
+  // Read before the lock: whether the next service must look now (links
+  // or newcomers under way, or records submitted), and when it must anyway.
+  std::atomic<bool> under_way_{false};
+  std::atomic<int64_t> next_look_ns_{0};
   std::mutex service_mutex_;
   // Records handed over by send(), for the next service.
   std::mutex submit_mutex_;
