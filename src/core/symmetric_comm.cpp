@@ -170,13 +170,18 @@ RmaRegion* SymmetricComm::region_by_round(uint32_t round) const {
   return nullptr;
 }
 
+RmaRecord SymmetricComm::ask_for(uint32_t round, RmaRecordKind kind) const {
+  RmaRecord record;
+  record.kind = kind;
+  record.rank = static_cast<uint32_t>(rank_);
+  record.ranks = static_cast<uint32_t>(rank_count_);
+  record.round = round;
+  record.proof = own_proof();
+  return record;
+}
+
 RmaRecord SymmetricComm::answer_for(uint32_t round) const {
-  RmaRecord answer;
-  answer.kind = RmaRecordKind::Window;
-  answer.rank = static_cast<uint32_t>(rank_);
-  answer.ranks = static_cast<uint32_t>(rank_count_);
-  answer.round = round;
-  answer.proof = own_proof();
+  RmaRecord answer = ask_for(round, RmaRecordKind::Window);
   if (const RmaRegion* region = region_by_round(round); region != nullptr) {
     const RmaWindow& own = region->windows[static_cast<size_t>(rank_)];
     answer.address = own.address;
@@ -227,16 +232,6 @@ SymmetricComm::WindowLookup SymmetricComm::window_of(const RmaRegion& region, ui
     send_on_demand(rank, ask_for(region.id));
   }
   return WindowLookup::Waiting;
-}
-
-RmaRecord SymmetricComm::ask_for(uint32_t round) const {
-  RmaRecord ask;
-  ask.kind = RmaRecordKind::WindowAsk;
-  ask.rank = static_cast<uint32_t>(rank_);
-  ask.ranks = static_cast<uint32_t>(rank_count_);
-  ask.round = round;
-  ask.proof = own_proof();
-  return ask;
 }
 
 uint64_t SymmetricComm::size_for_checks(const RmaRegion& region, uint32_t rank) const {

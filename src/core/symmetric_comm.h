@@ -130,7 +130,9 @@ class SymmetricComm : public RmaComm {
   // This rank's answer to an ask for the region of step `round` (size 0:
   // none held). Under regions_mutex_.
   RmaRecord answer_for(uint32_t round) const;
-  RmaRecord ask_for(uint32_t round) const;
+  // A record of this rank's about step `round`: an ask, or the bare
+  // start of an answer.
+  RmaRecord ask_for(uint32_t round, RmaRecordKind kind = RmaRecordKind::WindowAsk) const;
   RmaRegion* region_by_round(uint32_t round) const;
   void mark_missing(uint32_t round, uint32_t rank, const std::string& why);
 
