@@ -1,10 +1,9 @@
-// What the ranks of a one-sided comm tell each other while setting up: a
-// hello at connect, and for each symmetric registration where their copy
-// of the region is and its key; on transports that learn a rank's copy
-// only when first addressing it (SymmetricComm's windows on demand), an
-// ask for it and the window that answers. 56 bytes, little-endian, every
-// byte checked by the decoder (a corrupt or foreign record is refused by
-// name):
+// What the ranks of a one-sided comm tell each other while setting up
+// (SymmetricComm's windows on demand): an ask for a rank's copy of a
+// region and the window that answers, where the copy is and its key; and
+// on verbs the hellos that open a connection between two ranks
+// (rma_peer_links.h). 56 bytes, little-endian, every byte checked by the
+// decoder (a corrupt or foreign record is refused by name):
 //
 //   0 magic u32 "WRMA"  4 kind u8  5 version u8  6 reserved u16 (0)
 //   8 rank u32  12 ranks u32  16 round u32  20 reserved u32 (0)

@@ -19,8 +19,8 @@ struct RmaWindow {
   uint64_t size = 0;
 };
 
-// What a comm with windows on demand (symmetric_comm.h) knows of a rank's
-// copy of a region.
+// What a comm (symmetric_comm.h: windows on demand) knows of a rank's copy
+// of a region.
 enum class RmaWindowState : uint8_t { Unknown = 0, Asked = 1, Known = 2, Missing = 3 };
 
 // NCCL's mhandle of a symmetric registration.
@@ -35,8 +35,7 @@ struct RmaRegion {
   void* local = nullptr;           // the transport's registration of this rank's copy
   void* descriptor = nullptr;      // what the transport's operations name it by
   std::vector<RmaWindow> windows;  // by rank, this one included
-  // Windows on demand: RmaWindowState by rank, stored (release) once
-  // windows[rank] is written; null where every window came at registration.
+  // RmaWindowState by rank, stored (release) once windows[rank] is written.
   std::unique_ptr<std::atomic<uint8_t>[]> window_state;
 };
 

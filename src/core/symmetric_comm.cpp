@@ -74,8 +74,7 @@ ncclResult_t SymmetricComm::register_symmetric(void* data, size_t size, int type
               data);
     return ncclInvalidArgument;
   }
-  // Every rank calls this in turn: a failure here must still take part in
-  // the exchange, or the others would wait for this rank until they time out.
+  // Only this rank's copy: the others learn it when they first address it.
   auto region = std::make_unique<RmaRegion>();
   RmaRecord mine;
   mine.kind = RmaRecordKind::Window;
@@ -86,43 +85,7 @@ ncclResult_t SymmetricComm::register_symmetric(void* data, size_t size, int type
   region->comm = this;
   region->base = static_cast<uint8_t*>(data);
   region->size = size;
-  if (on_demand_timeout_ms_ > 0) {
-    return register_on_demand(std::move(region), local_result, mine, mhandle);
-  }
-  // Known to apply_signal before the exchange: a rank that finishes it
-  // first may signal this region while this rank still waits in it.
-  const uint32_t round = take_round();
-  region->id = round;
-  if (local_result == ncclSuccess) {
-    std::lock_guard<std::mutex> lock(regions_mutex_);
-    regions_.insert(region.get());
-  }
-  std::vector<RmaRecord> all;
-  ncclResult_t result = exchange(mine, round, &all, "regMrSym");
-  if (result == ncclSuccess && local_result != ncclSuccess) result = local_result;
-  if (result == ncclSuccess) {
-    for (size_t r = 0; r < all.size(); ++r) {
-      if (all[r].size != 0) continue;
-      WEFT_WARN("regMrSym on %s: rank %zu could not register its copy (see its log)",
-                device_name().c_str(), r);
-      result = ncclRemoteError;
-      break;
-    }
-  }
-  if (result != ncclSuccess) {
-    {
-      std::lock_guard<std::mutex> lock(regions_mutex_);
-      regions_.erase(region.get());
-    }
-    if (region->local != nullptr) deregister_local(region->local);
-    return result;
-  }
-  region->windows.resize(all.size());
-  for (size_t r = 0; r < all.size(); ++r) {
-    region->windows[r] = RmaWindow{all[r].address, all[r].key, all[r].size};
-  }
-  *mhandle = region.release();
-  return ncclSuccess;
+  return register_on_demand(std::move(region), local_result, mine, mhandle);
 }
 
 ncclResult_t SymmetricComm::register_on_demand(std::unique_ptr<RmaRegion> region,
@@ -191,24 +154,9 @@ RmaRecord SymmetricComm::answer_for(uint32_t round) const {
   return answer;
 }
 
-ncclResult_t SymmetricComm::exchange(const RmaRecord&, uint32_t, std::vector<RmaRecord>*,
-                                     const char* what) {
-  WEFT_WARN("%s: %s: a collective exchange on a comm with windows on demand", device_name().c_str(),
-            what);
-  return ncclInternalError;
-}
-
-void SymmetricComm::send_on_demand(uint32_t rank, const RmaRecord&) {
-  WEFT_WARN(
-      "%s: an on-demand record for rank %u on a transport that trades windows at "
-      "registration",
-      device_name().c_str(), rank);
-}
-
 SymmetricComm::WindowLookup SymmetricComm::window_of(const RmaRegion& region, uint32_t rank,
                                                      const RmaWindow** window, std::string* why) {
   *window = &region.windows[rank];
-  if (region.window_state == nullptr) return WindowLookup::Known;
   std::atomic<uint8_t>& state = region.window_state[rank];
   uint8_t seen = state.load(std::memory_order_acquire);
   if (seen == static_cast<uint8_t>(RmaWindowState::Known)) return WindowLookup::Known;
@@ -224,7 +172,7 @@ SymmetricComm::WindowLookup SymmetricComm::window_of(const RmaRegion& region, ui
     {
       std::lock_guard<std::mutex> lock(regions_mutex_);
       const auto now = std::chrono::steady_clock::now();
-      OpenAsk ask{region.id, rank, now + std::chrono::milliseconds(on_demand_timeout_ms_), {}};
+      OpenAsk ask{region.id, rank, now + std::chrono::milliseconds(ask_timeout_ms_), {}};
       ask.again = now + ask.pause;
       open_asks_.push_back(ask);
     }
@@ -235,8 +183,8 @@ SymmetricComm::WindowLookup SymmetricComm::window_of(const RmaRegion& region, ui
 }
 
 uint64_t SymmetricComm::size_for_checks(const RmaRegion& region, uint32_t rank) const {
-  if (region.window_state == nullptr || region.window_state[rank].load(std::memory_order_acquire) ==
-                                            static_cast<uint8_t>(RmaWindowState::Known)) {
+  if (region.window_state[rank].load(std::memory_order_acquire) ==
+      static_cast<uint8_t>(RmaWindowState::Known)) {
     return region.windows[rank].size;
   }
   return region.size;
@@ -353,7 +301,7 @@ void SymmetricComm::expire_asks() {
     for (const OpenAsk& ask : expired) {
       mark_missing(ask.round, ask.rank,
                    "rank " + std::to_string(ask.rank) + " did not answer within " +
-                       std::to_string(on_demand_timeout_ms_) +
+                       std::to_string(ask_timeout_ms_) +
                        " ms (WEFT_CONNECT_TIMEOUT_MS): is it running, and does it drive progress?");
     }
   }

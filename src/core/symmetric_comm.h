@@ -1,15 +1,14 @@
 // What every transport's one-sided comm shares (weft/one_sided.h): the
-// symmetric registration's steps (register this rank's copy, trade
-// addresses and keys with every rank, refuse the region on every rank if
-// one could not register), the regions a comm holds, signals that arrive as
-// messages, and its context blocks. A transport supplies the registration
-// of local memory, the collective exchange of records, and the blocks.
+// symmetric registration, the regions a comm holds, where the other ranks'
+// copies are, signals that arrive as messages, and its context blocks. A
+// transport supplies the registration of local memory, the sending of
+// setup records to a rank, and the blocks.
 //
-// Windows on demand: a comm made so by its transport trades nothing at
-// connect or registration. The first operation to a rank on a region asks
-// that rank for its copy (an ask record, answered with a window record, in
-// the background of progress), so a rank never addressed costs nothing:
-// no provider connection, no address, no message (docs/one-sided.md).
+// Windows on demand: nothing is traded at connect or registration. The
+// first operation to a rank on a region asks that rank for its copy (an
+// ask record, answered with a window record, in the background of
+// progress), so a rank never addressed costs nothing: no provider
+// connection, no queue pair, no address, no message (docs/one-sided.md).
 #pragma once
 
 #include <atomic>
@@ -69,7 +68,7 @@ class SymmetricComm : public RmaComm {
   // The size of `rank`'s copy where known, else this rank's: registrations
   // are symmetric, so an argument outside this one is refused at once.
   uint64_t size_for_checks(const RmaRegion& region, uint32_t rank) const;
-  // Windows on demand: a record from the network, proven to be from the
+  // A record from the network, proven to be from the
   // rank it names and decoded (decode_rma_on_demand_record), handed over by
   // the transport outside its completion lock.
   void take_on_demand_record(const RmaRecord& record);
@@ -84,9 +83,9 @@ class SymmetricComm : public RmaComm {
   void expire_asks();
 
  protected:
-  // `on_demand_timeout_ms` > 0: windows on demand, asks given up after it.
-  SymmetricComm(int rank, int rank_count, int on_demand_timeout_ms = 0)
-      : rank_(rank), rank_count_(rank_count), on_demand_timeout_ms_(on_demand_timeout_ms) {}
+  // Asks unanswered for `ask_timeout_ms` are given up.
+  SymmetricComm(int rank, int rank_count, int ask_timeout_ms)
+      : rank_(rank), rank_count_(rank_count), ask_timeout_ms_(ask_timeout_ms) {}
   // Closes the blocks and releases the regions left: the transport's
   // destructor calls it while its registrations can still be undone.
   void close_all();
@@ -97,19 +96,12 @@ class SymmetricComm : public RmaComm {
                                       uint64_t dmabuf_offset, void** local, void** descriptor,
                                       uint64_t* address, uint64_t* key) = 0;
   virtual ncclResult_t deregister_local(void* local) = 0;
-  // Sends `mine` to every other rank and gathers theirs (by rank, with
-  // `mine` at this rank's place), for collective step `round`. Blocking.
-  // (Transports with windows on demand never exchange.)
-  virtual ncclResult_t exchange(const RmaRecord& mine, uint32_t round, std::vector<RmaRecord>* all,
-                                const char* what);
   virtual std::unique_ptr<RmaBlockBase> make_block(const RmaContextConfig& config,
                                                    ncclResult_t* result) = 0;
-  // Windows on demand: sends an ask or an answer to `rank` without waiting
+  // Sends an ask or an answer to `rank` without waiting
   // (the transport queues what cannot go yet and reports a record it could
   // not deliver to on_demand_send_failed).
-  virtual void send_on_demand(uint32_t rank, const RmaRecord& record);
-  // The next collective step (records of a step carry it).
-  uint32_t take_round() { return round_++; }
+  virtual void send_on_demand(uint32_t rank, const RmaRecord& record) = 0;
   // Every rank's listen secret, by rank, from the handles connect was
   // given: this rank's records carry its own (RmaRecord::proof), and a
   // record that does not carry its sender's is not from the comm.
@@ -123,8 +115,7 @@ class SymmetricComm : public RmaComm {
  private:
   ncclResult_t register_symmetric(void* data, size_t size, int type, int fd, uint64_t offset,
                                   void** mhandle);
-  // Windows on demand: this rank's copy only, and answers to asks that came
-  // before it.
+  // This rank's copy only, and answers to asks that came before it.
   ncclResult_t register_on_demand(std::unique_ptr<RmaRegion> region, ncclResult_t local_result,
                                   const RmaRecord& mine, void** mhandle);
   // This rank's answer to an ask for the region of step `round` (size 0:
@@ -138,14 +129,14 @@ class SymmetricComm : public RmaComm {
 
   int rank_;
   int rank_count_;
-  int on_demand_timeout_ms_;
+  int ask_timeout_ms_;
   uint32_t round_ = 0;
   std::vector<uint64_t> secrets_;
   std::vector<std::unique_ptr<RmaBlockBase>> blocks_;
   RmaBlockBase* default_block_ = nullptr;
   // Regions not deregistered yet: closing the comm lets go of them.
   std::unordered_set<RmaRegion*> regions_;
-  // Windows on demand: asks that came before their region was registered
+  // Asks that came before their region was registered
   // here (rank, step), asks of this rank still open, and why a window is
   // missing (by step and rank).
   struct OpenAsk {
