@@ -1,5 +1,6 @@
 #include "core/symmetric_comm.h"
 
+#include <algorithm>
 #include <chrono>
 
 #include "core/listen_secret.h"
@@ -190,13 +191,17 @@ uint64_t SymmetricComm::size_for_checks(const RmaRegion& region, uint32_t rank) 
   return region.size;
 }
 
-void SymmetricComm::mark_missing(uint32_t round, uint32_t rank, const std::string& why) {
+void SymmetricComm::close_ask(uint32_t round, uint32_t rank) {
   for (auto it = open_asks_.begin(); it != open_asks_.end(); ++it) {
     if (it->round != round || it->rank != rank) continue;
     open_asks_.erase(it);
     open_ask_count_.fetch_sub(1, std::memory_order_acq_rel);
-    break;
+    return;
   }
+}
+
+void SymmetricComm::mark_missing(uint32_t round, uint32_t rank, const std::string& why) {
+  close_ask(round, rank);
   RmaRegion* region = region_by_round(round);
   if (region == nullptr) return;  // deregistered since
   missing_why_[{round, rank}] = why;
@@ -211,7 +216,12 @@ void SymmetricComm::take_on_demand_record(const RmaRecord& record) {
       std::lock_guard<std::mutex> lock(regions_mutex_);
       if (record.round >= round_ && region_by_round(record.round) == nullptr) {
         // Asked before this rank registered it: answered when it does.
-        deferred_asks_.emplace_back(record.rank, record.round);
+        // An ask sent again is waiting already.
+        const std::pair<uint32_t, uint32_t> deferred(record.rank, record.round);
+        if (std::find(deferred_asks_.begin(), deferred_asks_.end(), deferred) ==
+            deferred_asks_.end()) {
+          deferred_asks_.push_back(deferred);
+        }
         return;
       }
       answer = answer_for(record.round);
@@ -240,12 +250,7 @@ void SymmetricComm::take_on_demand_record(const RmaRecord& record) {
     return;
   }
   region->windows[record.rank] = RmaWindow{record.address, record.key, record.size};
-  for (auto it = open_asks_.begin(); it != open_asks_.end(); ++it) {
-    if (it->round != record.round || it->rank != record.rank) continue;
-    open_asks_.erase(it);
-    open_ask_count_.fetch_sub(1, std::memory_order_acq_rel);
-    break;
-  }
+  close_ask(record.round, record.rank);
   state.store(static_cast<uint8_t>(RmaWindowState::Known), std::memory_order_release);
 }
 
@@ -284,7 +289,16 @@ void SymmetricComm::on_demand_send_failed(const RmaRecord& record, uint32_t rank
 
 void SymmetricComm::expire_asks() {
   if (open_ask_count_.load(std::memory_order_acquire) == 0) return;
+  // Deadlines are seconds apart: a scan every 10 ms, not per progress call
+  // (thousands of asks are open at once in an alltoall's first round).
   const auto now = std::chrono::steady_clock::now();
+  const int64_t now_ns =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(now.time_since_epoch()).count();
+  int64_t due = next_scan_ns_.load(std::memory_order_relaxed);
+  if (now_ns < due ||
+      !next_scan_ns_.compare_exchange_strong(due, now_ns + 10'000'000, std::memory_order_relaxed)) {
+    return;
+  }
   std::vector<std::pair<uint32_t, uint32_t>> again;  // rank, step
   {
     std::lock_guard<std::mutex> lock(regions_mutex_);

@@ -110,6 +110,7 @@ class SymmetricComm : public RmaComm {
     for (const ListenHandle& handle : handles) secrets_.push_back(handle.secret);
   }
   const std::vector<uint64_t>& rank_secrets() const { return secrets_; }
+  int ask_timeout_ms() const { return ask_timeout_ms_; }
   uint64_t own_proof() const { return secrets_.empty() ? 0 : secrets_[static_cast<size_t>(rank_)]; }
 
  private:
@@ -126,6 +127,8 @@ class SymmetricComm : public RmaComm {
   RmaRecord ask_for(uint32_t round, RmaRecordKind kind = RmaRecordKind::WindowAsk) const;
   RmaRegion* region_by_round(uint32_t round) const;
   void mark_missing(uint32_t round, uint32_t rank, const std::string& why);
+  // Forgets the open ask of `rank` for step `round`. Under regions_mutex_.
+  void close_ask(uint32_t round, uint32_t rank);
 
   int rank_;
   int rank_count_;
@@ -151,6 +154,7 @@ class SymmetricComm : public RmaComm {
   std::vector<std::pair<uint32_t, uint32_t>> deferred_asks_;
   std::vector<OpenAsk> open_asks_;
   std::atomic<int> open_ask_count_{0};
+  std::atomic<int64_t> next_scan_ns_{0};  // expire_asks' next look
   std::map<std::pair<uint32_t, uint32_t>, std::string> missing_why_;
   // Guards regions_ (and the above) against apply_signal and answers on a
   // thread polling completions.

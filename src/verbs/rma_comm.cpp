@@ -117,7 +117,8 @@ ncclResult_t VerbsRmaComm::open(VerbsRmaListenComm& listen, std::vector<SocketAd
     WEFT_WARN("one-sided connect on %s: %s", device.c_str(), error.c_str());
     return ncclSystemError;
   }
-  links_ = std::make_unique<RmaPeerLinks>(*this, std::move(listen.listener), std::move(addresses));
+  links_ = std::make_unique<RmaPeerLinks>(*this, std::move(listen.listener), std::move(addresses),
+                                          ask_timeout_ms());
   if (!links_->open(&error)) {
     WEFT_WARN("one-sided connect on %s: %s", device.c_str(), error.c_str());
     return ncclSystemError;

@@ -13,11 +13,18 @@
 namespace weft::verbs {
 
 RmaPeerLinks::RmaPeerLinks(VerbsRmaComm& comm, std::unique_ptr<TcpListener> listener,
-                           std::vector<SocketAddress> addresses)
+                           std::vector<SocketAddress> addresses, int meet_ms)
     : comm_(comm),
       listener_(std::move(listener)),
       addresses_(std::move(addresses)),
-      links_(addresses_.size()) {}
+      links_(addresses_.size()),
+      meet_timeout_(meet_ms) {}
+
+void RmaPeerLinks::activate(uint32_t rank) {
+  if (links_[rank].listed) return;
+  links_[rank].listed = true;
+  active_.push_back(rank);
+}
 
 bool RmaPeerLinks::open(std::string* error) {
   epoll_ = Fd(::epoll_create1(EPOLL_CLOEXEC));
@@ -64,7 +71,7 @@ void RmaPeerLinks::service() {
       }
       link.outbox.push_back(record);
       if (link.state == State::Idle) call(rank);
-      active_.push_back(rank);
+      activate(rank);
     }
   };
   take_submissions();
@@ -88,27 +95,35 @@ void RmaPeerLinks::service() {
           break;
         }
         if (!accepted.valid()) break;
-        newcomers_.push_back(Newcomer{std::move(accepted), {}});
+        if (newcomers_.size() >= kMaxNewcomers) {
+          log_refused_connect("one-sided comm on " + comm_.device_name(), accepted.peer().text(),
+                              "64 connections already wait to say who they are");
+          continue;  // closed
+        }
+        newcomers_.push_back(Newcomer{std::move(accepted), {}, now + kNewcomerPatience});
       }
     }
-  }
-  for (auto it = newcomers_.begin(); it != newcomers_.end();) {
-    it = welcome(*it) ? it + 1 : newcomers_.erase(it);
+    for (auto it = newcomers_.begin(); it != newcomers_.end();) {
+      it = welcome(*it, now) ? it + 1 : newcomers_.erase(it);
+    }
   }
   take_submissions();
   std::vector<uint32_t> looked;
   looked.swap(active_);
-  for (uint32_t rank : looked) drive(rank);
   for (uint32_t rank : looked) {
-    const Link& link = links_[rank];
+    Link& link = links_[rank];
+    link.listed = false;
+    if (meeting(link.state) && now > link.meet_by) {
+      fail(rank, "the meeting did not finish within " + std::to_string(meet_timeout_.count()) +
+                     " ms (WEFT_CONNECT_TIMEOUT_MS)");
+      continue;
+    }
+    drive(rank);
     const bool sending =
         link.state == State::Ready && (link.record_sending || !link.outbox.empty());
-    if (!meeting(link.state) && !sending) continue;
-    bool listed = false;
-    for (uint32_t kept : active_) listed = listed || kept == rank;
-    if (!listed) active_.push_back(rank);
+    if (meeting(link.state) || sending) activate(rank);
   }
-  under_way_.store(!active_.empty() || !newcomers_.empty(), std::memory_order_release);
+  under_way_.store(!active_.empty(), std::memory_order_release);
 }
 
 bool RmaPeerLinks::introduce(uint32_t rank, std::string* error) {
@@ -133,6 +148,7 @@ void RmaPeerLinks::call(uint32_t rank) {
     return;
   }
   link.state = State::Calling;
+  link.meet_by = std::chrono::steady_clock::now() + meet_timeout_;
 }
 
 bool RmaPeerLinks::accept_introduction(uint32_t rank, const uint8_t* bytes, std::string* error) {
@@ -155,11 +171,16 @@ bool RmaPeerLinks::accept_introduction(uint32_t rank, const uint8_t* bytes, std:
   return comm_.connect_queue_pair(rank, bytes + kRmaRecordSize, error);
 }
 
-bool RmaPeerLinks::welcome(Newcomer& newcomer) {
+bool RmaPeerLinks::welcome(Newcomer& newcomer, std::chrono::steady_clock::time_point now) {
   std::string error;
   TcpStream::Progress progress = newcomer.stream.receive_all(newcomer.in, &error);
-  if (progress == TcpStream::Progress::Pending) return true;
   const std::string where = "one-sided comm on " + comm_.device_name();
+  if (progress == TcpStream::Progress::Pending) {
+    if (now < newcomer.until) return true;
+    log_refused_connect(where, newcomer.stream.peer().text(),
+                        "it said no hello within 10 s of connecting");
+    return false;
+  }
   if (progress == TcpStream::Progress::Failed) {
     log_refused_connect(where, newcomer.stream.peer().text(), error);
     return false;
@@ -193,7 +214,8 @@ bool RmaPeerLinks::welcome(Newcomer& newcomer) {
   }
   link.stream = std::move(newcomer.stream);
   link.state = State::Answering;
-  active_.push_back(rank);
+  link.meet_by = now + meet_timeout_;
+  activate(rank);
   return false;
 }
 

@@ -40,8 +40,9 @@ class RmaPeerLinks {
   // A hello and a queue pair's address.
   static constexpr size_t kIntroductionSize = kRmaRecordSize + kConnectionInfoSize;
 
+  // A meeting not done within `meet_ms` fails, naming the rank.
   RmaPeerLinks(VerbsRmaComm& comm, std::unique_ptr<TcpListener> listener,
-               std::vector<SocketAddress> addresses);
+               std::vector<SocketAddress> addresses, int meet_ms);
   // False with *error when the sockets cannot be watched.
   bool open(std::string* error);
   // Sends `record` to `rank` from the next service, meeting it first if
@@ -72,13 +73,22 @@ class RmaPeerLinks {
     bool record_sending = false;
     std::array<uint8_t, kRmaRecordSize> record_in{};
     std::deque<RmaRecord> outbox;
-    std::string why;  // Failed
+    std::string why;      // Failed
+    bool listed = false;  // in active_
+    // A meeting not done by then fails (a peer that took the connection
+    // and went silent).
+    std::chrono::steady_clock::time_point meet_by{};
   };
-  // A connection accepted whose hello has not said who it is yet.
+  // A connection accepted whose hello has not said who it is yet: anyone
+  // may connect, so at most kMaxNewcomers wait, each for kNewcomerPatience,
+  // and they are read only on the once-a-millisecond look.
   struct Newcomer {
     TcpStream stream;
     std::array<uint8_t, kIntroductionSize> in{};
+    std::chrono::steady_clock::time_point until{};
   };
+  static constexpr size_t kMaxNewcomers = 64;
+  static constexpr std::chrono::seconds kNewcomerPatience{10};
 
   void call(uint32_t rank);
   // Moves link `rank` on as far as its socket allows.
@@ -86,7 +96,7 @@ class RmaPeerLinks {
   // Reads and hands over the records that arrived on a ready link.
   void read_records(uint32_t rank);
   // False once the newcomer is dealt with (kept as a link, or dropped).
-  bool welcome(Newcomer& newcomer);
+  bool welcome(Newcomer& newcomer, std::chrono::steady_clock::time_point now);
   // This rank's hello and queue pair address for `rank` into link.out.
   bool introduce(uint32_t rank, std::string* error);
   // Checks the introduction in link.in (or the newcomer's) came from `rank`
@@ -94,6 +104,8 @@ class RmaPeerLinks {
   bool accept_introduction(uint32_t rank, const uint8_t* bytes, std::string* error);
   void fail(uint32_t rank, const std::string& why);
   void become_ready(uint32_t rank);
+  // Puts `rank` in active_ unless it is there.
+  void activate(uint32_t rank);
   bool meeting(State state) const {
     return state == State::Calling || state == State::Awaiting || state == State::Confirming ||
            state == State::Answering || state == State::Welcoming;
@@ -104,6 +116,7 @@ class RmaPeerLinks {
   std::vector<SocketAddress> addresses_;
   std::vector<Link> links_;
   std::vector<Newcomer> newcomers_;
+  std::chrono::milliseconds meet_timeout_;
   // Links meeting or with records to send: looked at on every service.
   std::vector<uint32_t> active_;
   // Ready links and the listener, watched for what arrives (the listener's
@@ -111,7 +124,7 @@ class RmaPeerLinks {
   Fd epoll_;
   std::chrono::steady_clock::time_point next_look_{};
   // Read before the lock: whether the next service must look now (links
-  // or newcomers under way, or records submitted), and when it must anyway.
+  // under way, or records submitted), and when it must anyway.
   std::atomic<bool> under_way_{false};
   std::atomic<int64_t> next_look_ns_{0};
   std::mutex service_mutex_;
